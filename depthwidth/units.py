@@ -1,0 +1,61 @@
+"""Parsing of human-written counts: ``175e9``, ``175B``, ``1.3M``, ``1T``, ``85_056_000``."""
+
+from __future__ import annotations
+
+import math
+
+from depthwidth.errors import UserError
+
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+
+
+def parse_count(text: str | int | float, *, name: str = "count", positive: bool = True) -> float:
+    """Parse a count such as ``175B`` (1.75e11), ``1.3M``, ``1T``, ``175e9`` or ``85_056_000``.
+
+    Suffixes (case-insensitive): K = 1e3, M = 1e6, B or G = 1e9, T = 1e12.
+
+    Returns a float (counts of parameters or tokens can exceed 2**53 only far beyond any model).
+    Raises UserError (one line naming ``name``) if the text does not parse, is not finite, or
+    (with ``positive=True``) is not > 0.
+    """
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        s = str(text).strip().replace("_", "").replace(",", "")
+        suffix = s[-1:].upper() if s and s[-1:].isalpha() and s[-1:].upper() in _SUFFIX else ""
+        body = s[: len(s) - len(suffix)] if suffix else s
+        try:
+            value = float(body) * _SUFFIX[suffix]
+        except ValueError:
+            raise UserError(f"cannot parse {name} {text!r} (examples: 175e9, 175B, 1.3M, 1T, 85_056_000)") from None
+    if not math.isfinite(value):
+        raise UserError(f"{name} must be finite, got {text!r}")
+    if positive and value <= 0:
+        raise UserError(f"{name} must be positive, got {text!r}")
+    return value
+
+
+def parse_int(text: str | int, *, name: str = "value", minimum: int = 1) -> int:
+    """Parse a whole number (suffixes as in :func:`parse_count`); raise UserError if < ``minimum``."""
+    value = parse_count(text, name=name, positive=False)
+    if value != int(value):
+        raise UserError(f"{name} must be a whole number, got {text!r}")
+    if value < minimum:
+        raise UserError(f"{name} must be >= {minimum}, got {text!r}")
+    return int(value)
+
+
+def parse_int_list(text: str, *, name: str = "list", minimum: int = 1) -> list[int]:
+    """Parse ``"3,12,27"`` into ``[3, 12, 27]``; raise UserError on an empty or bad element."""
+    items = [t for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise UserError(f"{name} is empty")
+    return [parse_int(t, name=name, minimum=minimum) for t in items]
+
+
+def parse_count_list(text: str, *, name: str = "list") -> list[float]:
+    """Parse ``"125M,1.3B,175B"`` into floats; raise UserError on an empty or bad element."""
+    items = [t for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise UserError(f"{name} is empty")
+    return [parse_count(t, name=name) for t in items]
