@@ -1,0 +1,306 @@
+"""``depthwidth theory ...``: parameter/FLOP accounting, the depth threshold, bounds, MLPs, sawtooth.
+
+Thin: parse, call one function of ``depthwidth.theory``, print text or one JSON object. Module
+level imports only argparse and the unit parsers; numpy, mpmath and (for --latex) sympy load
+inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from depthwidth.cli import add_json_flag, emit
+from depthwidth.errors import UserError
+from depthwidth.units import parse_count, parse_int, parse_int_list
+
+
+def _int(name: str, minimum: int = 1):
+    return lambda s: parse_int(s, name=name, minimum=minimum)
+
+
+def _ints(name: str):
+    return lambda s: parse_int_list(s, name=name)
+
+
+def _count(name: str):
+    return lambda s: parse_count(s, name=name)
+
+
+def _n(x) -> str:
+    return f"{x:,}"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``theory`` command group to the top-level subparsers."""
+    theory = sub.add_parser(
+        "theory",
+        help="accounting and depth-vs-width theory (no accelerator needed)",
+        description="Exact parameter/FLOP accounting and the depth-efficiency theory of self-attention.",
+    )
+    cmds = theory.add_subparsers(dest="theory_command", metavar="THEORY_COMMAND", required=True)
+
+    p = cmds.add_parser("threshold", help="depth threshold L_th = log3(width) and its inverse 3^L")
+    p.add_argument("--width", type=_int("--width"), help="width d_x: print L_th = log3(d_x)")
+    p.add_argument("--layers", type=_int("--layers"), help="depth L: print the width 3^L on the threshold")
+    p.add_argument("--latex", action="store_true", help="also print the formulas as LaTeX")
+    add_json_flag(p)
+    p.set_defaults(func=_threshold)
+
+    p = cmds.add_parser("params", help="exact parameter counts of a GPT-2-arrangement LM")
+    p.add_argument("--layers", type=_int("--layers"), required=True, help="depth L")
+    p.add_argument("--width", type=_int("--width"), required=True, help="width d")
+    p.add_argument("--heads", type=_int("--heads"), required=True, help="heads H (must divide d)")
+    p.add_argument("--vocab", type=_int("--vocab", 0), default=0, help="vocabulary size V (default 0)")
+    p.add_argument("--context", type=_int("--context", 0), default=0, help="positions T (default 0)")
+    p.add_argument("--d-ff", type=_int("--d-ff"), default=None, help="MLP hidden width (default 4d)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--tied", dest="tied", action="store_true", default=True, help="head tied to wte (default)"
+    )
+    g.add_argument("--untied", dest="tied", action="store_false", help="separate V x d head, no bias")
+    add_json_flag(p)
+    p.set_defaults(func=_params)
+
+    p = cmds.add_parser("shapes", help="equal-budget shapes: the width for each depth")
+    p.add_argument("--budget", type=_count("--budget"), required=True, help="non-embedding parameters N")
+    p.add_argument("--depths", type=_ints("--depths"), required=True, help="depths, e.g. 3,12,27")
+    p.add_argument(
+        "--count",
+        choices=("kaplan", "stack"),
+        default="kaplan",
+        help="budget means 12*L*d^2 (kaplan, default) or the exact stack count",
+    )
+    p.add_argument("--multiple-of", type=_int("--multiple-of"), default=1, help="round widths to a multiple")
+    p.add_argument("--heads", type=_int("--heads"), default=None, help="round widths to a multiple of H too")
+    add_json_flag(p)
+    p.set_defaults(func=_shapes)
+
+    p = cmds.add_parser("flops", help="FLOPs per token (both attention conventions), memory, intensity")
+    p.add_argument("--layers", type=_int("--layers"), required=True, help="depth L")
+    p.add_argument("--width", type=_int("--width"), required=True, help="width d")
+    p.add_argument("--context", type=_int("--context"), required=True, help="sequence length T")
+    p.add_argument("--vocab", type=_int("--vocab", 0), default=0, help="vocabulary V (head matmul)")
+    p.add_argument("--heads", type=_int("--heads"), default=1, help="heads H (activation memory)")
+    p.add_argument(
+        "--batch", type=_int("--batch"), default=None, help="sequences per step: arithmetic intensity"
+    )
+    p.add_argument("--bytes", type=_int("--bytes"), default=2, help="bytes per activation value (default 2)")
+    p.add_argument("--d-ff", type=_int("--d-ff"), default=None, help="MLP hidden width (default 4d)")
+    add_json_flag(p)
+    p.set_defaults(func=_flops)
+
+    p = cmds.add_parser("bounds", help="regime and separation-rank bounds (Levine et al. 2020)")
+    p.add_argument("--layers", type=_int("--layers"), required=True, help="depth L")
+    p.add_argument("--width", type=_int("--width"), required=True, help="width d_x")
+    p.add_argument("--heads", type=_int("--heads"), required=True, help="heads H")
+    p.add_argument(
+        "--match-depths",
+        type=_ints("--match-depths"),
+        default=None,
+        help="depths L' for which to print the width that matches (L, d_x)",
+    )
+    p.add_argument("--latex", action="store_true", help="also print every formula as LaTeX")
+    p.add_argument("--constants", action="store_true", help="also print the provenance table of constants")
+    add_json_flag(p)
+    p.set_defaults(func=_bounds)
+
+    p = cmds.add_parser("mlp", help="MLP parameters and the widest single hidden layer of that budget")
+    p.add_argument("--in", dest="d_in", type=_int("--in"), required=True, help="input width A")
+    p.add_argument("--hidden", type=_ints("--hidden"), required=True, help="hidden widths, e.g. 2,2,2")
+    p.add_argument("--out", dest="d_out", type=_int("--out"), required=True, help="output width B")
+    add_json_flag(p)
+    p.set_defaults(func=_mlp)
+
+    p = cmds.add_parser("sawtooth", help="depth-k sawtooth: pieces, deep vs one-layer cost")
+    p.add_argument("--depth", type=_int("--depth"), required=True, help="k, the number of hat maps")
+    add_json_flag(p)
+    p.set_defaults(func=_sawtooth)
+
+
+def _threshold(args) -> int:
+    from depthwidth.theory import separation
+
+    if args.width is None and args.layers is None:
+        raise UserError("theory threshold needs --width, --layers or both")
+    out: dict = {}
+    lines = []
+    if args.width is not None:
+        out.update(d_model=args.width, threshold_depth=separation.threshold_depth(args.width))
+        lines.append(f"L_th = log3({args.width}) = {out['threshold_depth']:.6g} layers")
+    if args.layers is not None:
+        out.update(n_layer=args.layers, width_at_threshold=separation.width_at_threshold(args.layers))
+        lines.append(
+            f"width on the threshold at depth {args.layers}: 3^{args.layers} = {_n(out['width_at_threshold'])}"
+        )
+    if args.width is not None and args.layers is not None:
+        c = separation.classify(args.layers, args.width)
+        out.update(regime=c["regime"], margin=c["margin"])
+        lines.append(
+            f"{args.layers} x {args.width}: {c['regime']} ({c['margin']:+.3g} layers from the threshold)"
+        )
+    if args.latex:
+        from depthwidth.theory import symbolic
+
+        out["latex"] = symbolic.latex(["threshold", "threshold_inverse", "crossing"])
+        lines += [f"{k}: {v}" for k, v in out["latex"].items()]
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
+def _params(args) -> int:
+    from depthwidth.theory.accounting import param_counts
+
+    r = param_counts(args.layers, args.width, args.heads, args.vocab, args.context, args.tied, args.d_ff)
+    rows = [
+        ("stack (exact non-embedding)", r["stack_params"]),
+        ("Kaplan N = 12 L d^2", r["kaplan_params"]),
+        ("embedding (V d + T d)", r["embedding_params"]),
+        ("head" + (" (tied)" if r["tied_head"] else " (untied)"), r["head_params"]),
+        ("total", r["total_params"]),
+    ]
+    text = "\n".join(f"{k:<30}{_n(v):>20}" for k, v in rows)
+    emit(args, r, text)
+    return 0
+
+
+def _shapes(args) -> int:
+    import math
+
+    from depthwidth.theory.accounting import shape_family
+
+    multiple = args.multiple_of if args.heads is None else math.lcm(args.multiple_of, args.heads)
+    shapes = shape_family(args.budget, args.depths, args.count, multiple)
+    budget = int(args.budget) if float(args.budget).is_integer() else args.budget
+    out = {"budget": budget, "count": args.count, "multiple_of": multiple, "shapes": shapes}
+    head = f"{'L':>5} {'d':>8} {'d exact':>12} {'params':>18} {'rel dev':>10} {'d/L':>8}"
+    body = [
+        f"{s['n_layer']:>5} {s['d_model']:>8} {s['d_model_exact']:>12.2f} {_n(s['params']):>18} "
+        f"{s['rel_deviation']:>+10.2e} {s['aspect_ratio']:>8.1f}"
+        for s in shapes
+    ]
+    emit(args, out, "\n".join([f"budget {args.budget:,.0f} ({args.count} count)", head, *body]))
+    return 0
+
+
+def _flops(args) -> int:
+    from depthwidth.theory import compute
+
+    shape = (args.layers, args.width, args.context, args.vocab)
+    train = {
+        c: compute.train_flops_per_token(*shape, convention=c, d_ff=args.d_ff) for c in compute.CONVENTIONS
+    }
+    fwd = {
+        c: compute.forward_flops_per_token(*shape, convention=c, d_ff=args.d_ff) for c in compute.CONVENTIONS
+    }
+    mem = compute.activation_bytes_per_token(
+        args.layers,
+        args.width,
+        args.heads,
+        args.context,
+        d_ff=args.d_ff,
+        bytes_per_value=args.bytes,
+        vocab_size=args.vocab,
+    )
+    out = {
+        "n_layer": args.layers,
+        "d_model": args.width,
+        "seq_len": args.context,
+        "vocab_size": args.vocab,
+        "n_head": args.heads,
+        "mfu_convention": compute.MFU_CONVENTION,
+        "train_flops_per_token": train,
+        "forward_flops_per_token": fwd,
+        "activation_bytes_per_token": mem,
+        "conventions": compute.CONVENTIONS,
+    }
+    lines = [
+        f"training FLOPs/token: causal {_n(train['causal'])} (MFU convention), full {_n(train['full'])}",
+        f"forward FLOPs/token:  causal {_n(fwd['causal'])}, full {_n(fwd['full'])}",
+        f"activation memory/token: {_n(mem['total'])} bytes ({_n(mem['per_layer'])} per layer)",
+    ]
+    if args.batch is not None:
+        ai = compute.block_arithmetic_intensity(args.width, args.batch * args.context, args.d_ff, args.bytes)
+        out["batch_tokens"] = args.batch * args.context
+        out["arithmetic_intensity"] = ai
+        lines.append(
+            f"block matmul intensity at {_n(args.batch * args.context)} tokens: {ai['intensity']:.1f} FLOP/byte"
+        )
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
+def _bounds(args) -> int:
+    from depthwidth.theory import separation
+
+    out = separation.bounds(args.layers, args.width, args.heads)
+    lines = [
+        f"{args.layers} x {args.width}, {args.heads} heads: {out['regime']} (L_th = {out['threshold_depth']:.4g})",
+        f"log3 sep in [{out['log3_sep_lower']:.6g}, {out['log3_sep_upper']:.6g}] (published forms, "
+        "constants reconstructed)",
+        f"log3 C(3^L + d_x, d_x) = {out['log3_monomial_count']:.6g}",
+    ]
+    if args.match_depths:
+        rows = []
+        for Lp in args.match_depths:
+            c = separation.equivalent_width(args.layers, args.width, Lp, "count")
+            b = separation.equivalent_width(args.layers, args.width, Lp, "bounds", args.heads)
+            rows.append(
+                {
+                    "n_layer": Lp,
+                    "log10_width_count": c["log10_width"],
+                    "width_count": c["width"],
+                    "log10_width_bounds": b["log10_width"],
+                    "width_bounds": b["width"],
+                    "log10_width_double_exponential": c["log10_width_double_exponential"],
+                    "width_linear": c["width_linear"],
+                }
+            )
+            lines.append(
+                f"depth {Lp} matches with width 10^{c['log10_width']:.4g} (count) / "
+                f"10^{b['log10_width']:.4g} (bounds)"
+            )
+        out["equivalent_widths"] = rows
+    if args.constants:
+        from depthwidth.theory.constants import table
+
+        out["constants"] = table()
+        lines += [
+            f"{r['name']} = {r['value']}{' (reconstructed)' if r['reconstructed'] else ''}"
+            for r in out["constants"]
+        ]
+    if args.latex:
+        from depthwidth.theory import symbolic
+
+        out["latex"] = symbolic.latex()
+        lines += [f"{k}: {v}" for k, v in out["latex"].items()]
+    emit(args, out, "\n".join(lines))
+    return 0
+
+
+def _mlp(args) -> int:
+    from depthwidth.theory.mlp import mlp_summary
+
+    r = mlp_summary(args.d_in, args.hidden, args.d_out)
+    widths = " -> ".join(str(w) for w in [args.d_in, *args.hidden, args.d_out])
+    text = (
+        f"{widths}: {_n(r['params'])} parameters\n"
+        f"one hidden layer of the same budget: {_n(r['equal_budget_single_layer_width'])} units "
+        f"({_n(r['single_layer_params'])} parameters, {r['unit_cost']} per unit)"
+    )
+    emit(args, r, text)
+    return 0
+
+
+def _sawtooth(args) -> int:
+    from depthwidth.theory.sawtooth import sawtooth_summary
+
+    r = sawtooth_summary(args.depth)
+    how = "counted exactly" if r["counted"] else "2^k (too many to count quickly)"
+    text = (
+        f"depth-{r['depth']} sawtooth: {_n(r['pieces'])} linear pieces ({how})\n"
+        f"deep ReLU net: {r['deep_units']} units, {_n(r['deep_params'])} parameters\n"
+        f"one hidden layer needs >= {_n(r['shallow_units_needed'])} units "
+        f"({_n(r['shallow_params_needed'])} parameters)"
+    )
+    emit(args, r, text)
+    return 0
