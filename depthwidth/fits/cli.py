@@ -1,0 +1,245 @@
+"""``depthwidth fit`` (sweep results -> transition points -> law JSON) and ``depthwidth query``
+(law -> optimal shape for a budget, transition size of a depth, verdict on a shape).
+
+Nothing heavy at module level: ``query`` imports only the stdlib-light law/projections modules
+(scipy.optimize inside the solver, numpy only for confidence intervals); ``fit`` imports pandas
+and scipy inside its handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from depthwidth.cli import add_json_flag, emit
+from depthwidth.errors import UserError
+from depthwidth.units import parse_count, parse_count_list, parse_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit", help="transition points and the law ln d_x = a + b*L from sweep results",
+                       description="Locate where deeper networks start to win (per depth pair), fit "
+                                   "ln d_x = a + b*L by weighted least squares, write the fit JSON.")
+    p.add_argument("--results", required=True, help="results directory (RESULTS/runs/*/record.json)")
+    p.add_argument("--pairs", default="doubling", help="depth pairs: doubling (L, 2L) or adjacent (default doubling)")
+    p.add_argument("--assign", default="geom",
+                   help="depth given to a point: geom sqrt(Ls*Ld) (default), arith, shallow, deep")
+    p.add_argument("--bootstrap", default="1000", help="bootstrap replicates (default 1000)")
+    p.add_argument("--resample", default="seeds", help="bootstrap resamples: seeds (default) or seeds+widths")
+    p.add_argument("--seed", default="0", help="bootstrap random seed (default 0)")
+    p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
+    add_json_flag(p)
+    p.set_defaults(func=_fit)
+
+    q = sub.add_parser("query", help="optimal depth/width for a budget, transition size, shape verdict",
+                       description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
+                                   "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
+    g = q.add_mutually_exclusive_group(required=True)
+    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T")
+    g.add_argument("--layers", help="depth(s): the size at which each is optimal (or, with --width, a verdict)")
+    g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts")
+    q.add_argument("--width", help="with one --layers value: width d_x of the shape to judge")
+    q.add_argument("--fit", default="levine2020", help="law: levine2020 (default) or a fit JSON from depthwidth fit")
+    q.add_argument("--cov", default="absolute",
+                   help="covariance from a fit file: absolute (default), scaled (x max(1, chi2_red)), bootstrap")
+    q.add_argument("--vocab", default="0",
+                   help="vocabulary V: budgets then include V*d_x (pass V+T to count learned positions too)")
+    q.add_argument("--round-width", default="128", help="rounded width is a multiple of this (default 128)")
+    q.add_argument("--n-head", default=None, help="rounded width also divisible by this head count")
+    q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1)")
+    q.add_argument("--ci-level", default="0.95", help="confidence level (default 0.95)")
+    q.add_argument("--samples", default="4000", help="Monte Carlo samples for intervals (default 4000)")
+    q.add_argument("--seed", default="0", help="Monte Carlo seed (default 0)")
+    add_json_flag(q)
+    q.set_defaults(func=_query)
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def fmt_count(x: float | None) -> str:
+    """175e9 -> '175B', 1.3e9 -> '1.3B', 84934656 -> '84.9M' (3 significant digits)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
+
+
+def _ci_text(ci: dict | None, key: str, fmt) -> str:
+    if not ci or not ci.get(key):
+        return "-"
+    lo, hi = ci[key]
+    return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def _law_header(law, vocab: float) -> str:
+    s = f"law {law.name}: ln d_x = {law.a:.4g} + {law.b:.4g}*L  (N = 12*L*d_x^2 non-embedding"
+    s += f"; budgets include {vocab:g}*d_x embedding)" if vocab else ")"
+    return s
+
+
+def _notes(law, results: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    if law.ci_note and all(r.get("ci") is None for r in results):
+        notes.append(f"note: {law.ci_note}")
+    if any(r.get("extrapolated") for r in results) and law.depth_range:
+        lo, hi = law.depth_range
+        notes.append(f"* extrapolated: depth outside the law's data range {lo:g}-{hi:g} layers")
+    return notes
+
+
+def _star(r: dict[str, Any]) -> str:
+    return "*" if r.get("extrapolated") else ""
+
+
+# ---------------------------------------------------------------- query
+
+
+def _parse_shape(text: str) -> tuple[float, float]:
+    t = text.strip().lower().replace("×", "x")
+    if t.count("x") != 1:
+        raise UserError(f"shape {text!r} must look like LxD, e.g. 96x12288")
+    L, d = t.split("x")
+    return parse_count(L, name="shape depth"), parse_count(d, name="shape width")
+
+
+def _parse_fraction(text: str, name: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise UserError(f"{name} must be a number, got {text!r}") from None
+    if not (0 < v < 1):
+        raise UserError(f"{name} must be between 0 and 1, got {text!r}")
+    return v
+
+
+def _query(args: argparse.Namespace) -> int:
+    from depthwidth.fits import projections as P
+    from depthwidth.fits.law import load_law
+
+    law = load_law(args.fit, args.cov)
+    vocab = parse_int(args.vocab, name="--vocab", minimum=0)
+    round_width = parse_int(args.round_width, name="--round-width", minimum=1)
+    n_head = parse_int(args.n_head, name="--n-head") if args.n_head is not None else None
+    try:
+        tolerance = float(args.tolerance)
+    except ValueError:
+        raise UserError(f"--tolerance must be a number, got {args.tolerance!r}") from None
+    if not (tolerance > 0 and math.isfinite(tolerance)):
+        raise UserError(f"--tolerance must be > 0, got {args.tolerance!r}")
+    level = _parse_fraction(args.ci_level, "--ci-level")
+    samples = parse_int(args.samples, name="--samples", minimum=100)
+    seed = parse_int(args.seed, name="--seed", minimum=0)
+    mc = {"level": level, "samples": samples, "seed": seed}
+    if args.width is not None and args.layers is None:
+        raise UserError("--width needs --layers (or use --shape LxD)")
+
+    if args.params is not None:
+        budgets = parse_count_list(args.params, name="--params")
+        res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+        rows = [[fmt_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}",
+                 f"{r['aspect_ratio']:.0f}", _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
+                 _ci_text(r["ci"], "optimal_width", lambda v: f"{v:.0f}"),
+                 f"{r['rounded']['n_layer']}x{r['rounded']['d_model']}",
+                 f"{fmt_count(r['rounded']['non_embedding_params'] + vocab * r['rounded']['d_model'])}"
+                 f" ({r['rounded']['budget_rel_error']:+.1%})"]
+                for r in res]
+        heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
+                 f"rounded (x{res[0]['rounded']['multiple']})", "its size"]
+    elif args.layers is not None and args.width is None:
+        depths = parse_count_list(args.layers, name="--layers")
+        res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
+        rows = [[f"{r['n_layer']:g}{_star(r)}", fmt_count(r["transition_params"]), f"{r['transition_width']:.0f}",
+                 _ci_text(r["ci"], "transition_params", fmt_count)]
+                + ([fmt_count(r["transition_params_total"])] if vocab else []) for r in res]
+        heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
+    else:
+        if args.layers is not None:
+            depths = parse_count_list(args.layers, name="--layers")
+            if len(depths) != 1:
+                raise UserError("--width takes one --layers value (use --shape for several shapes)")
+            shapes = [(depths[0], parse_count(args.width, name="--width"))]
+        else:
+            items = [s for s in args.shape.split(",") if s.strip()]
+            if not items:
+                raise UserError("--shape is empty")
+            shapes = [_parse_shape(s) for s in items]
+        res = [P.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
+        rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", fmt_count(r["budget"]),
+                 f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}", f"{r['depth_ratio']:.2f}",
+                 _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
+        heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{level:.0%} CI", "verdict"]
+
+    text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
+    emit(args, res[0] if len(res) == 1 else res, text)
+    return 0
+
+
+# ---------------------------------------------------------------- fit
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from depthwidth.experiments.records import write_json_atomic
+    from depthwidth.fits.lawfit import build_fit
+    from depthwidth.fits.table import load_table
+
+    bootstrap = parse_int(args.bootstrap, name="--bootstrap", minimum=2)
+    seed = parse_int(args.seed, name="--seed", minimum=0)
+    table = load_table(args.results)
+    fit = build_fit(table, pairs=args.pairs, assign=args.assign, bootstrap=bootstrap,
+                    resample=args.resample, seed=seed)
+    out = Path(args.out) if args.out else Path(args.results) / "fit.json"
+    write_json_atomic(out, fit)
+    emit(args, {**fit, "out": str(out)}, _fit_text(fit, out))
+    if fit["status"] != "ok":
+        raise UserError(f"only {len(fit['points'])} depth pair(s) cross inside the measured range (need 2): "
+                        f"wrote {out} with status 'insufficient'")
+    return 0
+
+
+def _fit_text(fit: dict[str, Any], out) -> str:
+    t = fit["table"]
+    lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
+             f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"]
+    for e in t["excluded"]:
+        lines.append(f"  excluded {e['run_id']}: {e['reason']}")
+    for u in t["unfinished"]:
+        lines.append(f"  unfinished {u} (no record.json)")
+    o = fit["options"]
+    lines.append(f"transition points ({o['pairs']} pairs, curve {o['curve']}, depth assigned: {o['assign']}, "
+                 f"bootstrap {o['bootstrap']} over {o['resample']}):")
+    rows = []
+    for p in sorted(fit["points"] + fit["no_crossing"], key=lambda p: (p["L_s"], p["L_d"])):
+        ci = p["N_star_ci95"]
+        rows.append([f"({p['L_s']},{p['L_d']})", p["status"], fmt_count(p["N_star"]),
+                     f"[{fmt_count(ci[0])}, {fmt_count(ci[1])}]" if ci else "-",
+                     f"{p['L']:.2f}", f"{p['d_x']:.1f}" if p["d_x"] else "-",
+                     f"{p['sigma_ln_d_x']:.3f}" if p["sigma_ln_d_x"] else "-",
+                     f"{p['bootstrap_fraction']:.0%}" if p["bootstrap_fraction"] is not None else "-"])
+    lines.append(_table(["pair", "status", "N*", "95% CI N*", "L", "d_x", "sigma ln d_x", "boot cross"], rows))
+    law = fit["law"]
+    if law:
+        ci = law["ci95"]
+        lines.append(f"law: ln d_x = a + b*L with a = {law['a']:.4f} ± {law['stderr']['a']:.4f} "
+                     f"[{ci['a'][0]:.4f}, {ci['a'][1]:.4f}], b = {law['b']:.4f} ± {law['stderr']['b']:.4f} "
+                     f"[{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] (95%)")
+        if law["dof"] > 0:
+            lines.append(f"     {law['n_points']} points, dof {law['dof']}, chi2_red {law['chi2_red']:.3f}, "
+                         f"R^2 {law['r2']:.4f} (weighted), {law['r2_unweighted']:.4f} (unweighted)")
+        else:
+            lines.append("     2 points: the exact line through them (dof 0, no chi2 or R^2)")
+    for w in fit["warnings"]:
+        lines.append(f"warning: {w}")
+    lines.append(f"wrote {out}")
+    return "\n".join(lines)

@@ -1,0 +1,349 @@
+"""Projections from a law ``ln d_x = a + b·L``: optimal shape for a budget, transition size of a
+depth, verdict on a shape, rounded hardware-friendly shapes, and confidence intervals.
+
+Formulas (Levine et al. 2020, arXiv 2006.12467 v3, with Kaplan et al. 2020's non-embedding
+count N = 12·L·d_x²; L in layers, d_x in units of width, N and V·d_x in parameters):
+
+    width at which depth L is optimal          d(L) = exp(a + b·L)
+    size at which depth L is optimal           N(L) = 12·L·d(L)² = 12·L·exp(2a + 2b·L)
+    with an embedding table of V rows          N_tot(L) = N(L) + V·d(L)
+    optimal depth for a budget B               the root L* of N_tot(L) = B   (V = 0: B = N)
+
+For b > 0, ln N_tot(L) is strictly increasing in L (every term grows), so the root is unique and
+found by ``scipy.optimize.brentq`` on ``ln N_tot(L) - ln B`` inside a bracket derived below.
+A law with b <= 0 has no unique optimal depth; projections from it raise UserError.
+
+Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
+(default 4,000 samples, seed 0), every sample projected exactly (vectorised bracketed root
+finder, ``scipy.optimize.elementwise.find_root``), and the central percentile interval taken.
+Monte Carlo rather than the delta method because the projections are exponential in b and the
+intervals are visibly asymmetric far outside the fitted depth range. Samples with b <= 0 (or a
+budget below the embedding cost) have no solution; their share is reported as
+``valid_fraction`` and no interval is given if it is below the confidence level. A law without
+covariance (``levine2020``) gets ``ci: null`` and a ``ci_note`` saying why.
+
+Only ``math`` and ``statistics`` load at import; scipy.optimize (and numpy, for intervals) are
+imported inside the functions that need them, so ``depthwidth query`` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from depthwidth.errors import UserError
+from depthwidth.fits.law import Law
+
+# Near optimal when the depth is within ±10 % (multiplicatively) of the optimal depth: about one
+# layer at L ≈ 10 and well inside the factor-2 spacing of the doubling pairs that locate the law.
+DEFAULT_TOLERANCE = 0.1
+DEFAULT_SAMPLES = 4000
+DEFAULT_SEED = 0
+DEFAULT_LEVEL = 0.95
+_L_MIN = 1e-6  # lower end of the depth bracket (layers); any budget > 0 with V = 0 lies above it
+
+
+def law_width(L: float, law: Law) -> float:
+    """Width d(L) = exp(a + b·L) at which depth L (layers) is optimal (Levine et al. 2020 fit)."""
+    return math.exp(law.a + law.b * L)
+
+
+def transition_params(L: float, law: Law) -> float:
+    """Non-embedding size N(L) = 12·L·exp(2a + 2b·L) (parameters) at which depth L is optimal."""
+    return 12.0 * L * math.exp(2.0 * law.a + 2.0 * law.b * L)
+
+
+def kaplan_params(L: float, d: float) -> float:
+    """Non-embedding count 12·L·d² (Kaplan et al. 2020), the N of the law."""
+    return 12.0 * L * d * d
+
+
+def exact_stack_params(L: float, d: float) -> float:
+    """Exact GPT-2 block-stack count L·(12d² + 13d) + 2d (DESIGN §1.1: QKV, output, MLP with
+    biases, two LayerNorms per block, plus the final LayerNorm). Float for non-integer shapes."""
+    return L * (12.0 * d * d + 13.0 * d) + 2.0 * d
+
+
+def _log_budget(L: float, a: float, b: float, vocab: float) -> float:
+    """ln N_tot(L) = ln(12·L·e^(2a+2bL) + V·e^(a+bL)), in log space so large L cannot overflow."""
+    x = math.log(12.0 * L) + 2.0 * a + 2.0 * b * L
+    if vocab <= 0:
+        return x
+    y = math.log(vocab) + a + b * L
+    m = max(x, y)
+    return m + math.log(math.exp(x - m) + math.exp(y - m))
+
+
+def _upper_bracket(log_b: float, a: float, b: float) -> float:
+    # For L >= 1, ln N(L) >= ln 12 + 2a + 2bL, which exceeds ln B once L > (ln(B/12) - 2a)/(2b);
+    # the embedding term only adds, so this L is above the root.
+    return max(1.0, (log_b - math.log(12.0) - 2.0 * a) / (2.0 * b)) + 1.0
+
+
+def optimal_depth(budget: float, law: Law, vocab: float = 0) -> float:
+    """Optimal depth L* (layers, float) for a budget (parameters): root of N_tot(L) = budget.
+
+    budget is the non-embedding N when vocab == 0, else the total N + V·d_x. Raises UserError if
+    budget <= 0, if law.b <= 0 (no unique root), or if the budget does not exceed the embedding
+    cost V·d(L) even at vanishing depth.
+    """
+    from scipy.optimize import brentq
+
+    if not (budget > 0 and math.isfinite(budget)):
+        raise UserError(f"budget must be a positive finite number of parameters, got {budget!r}")
+    if not law.b > 0:
+        raise UserError(f"law {law.name} has slope b = {law.b:g} <= 0: the optimal depth is not unique")
+    log_b = math.log(budget)
+    lo = _L_MIN
+    if _log_budget(lo, law.a, law.b, vocab) >= log_b:
+        raise UserError(f"budget {budget:.4g} is too small for law {law.name}"
+                        + (f" with vocab {vocab:g} (embedding {vocab:g}*d_x alone exceeds it)" if vocab else ""))
+    hi = _upper_bracket(log_b, law.a, law.b)
+    return brentq(lambda L: _log_budget(L, law.a, law.b, vocab) - log_b, lo, hi, xtol=1e-12, rtol=1e-15)
+
+
+def optimal_width(budget: float, law: Law, vocab: float = 0) -> float:
+    """Width d(L*) = exp(a + b·L*) at the optimal depth for ``budget`` (same errors as optimal_depth)."""
+    return law_width(optimal_depth(budget, law, vocab), law)
+
+
+def _lcm(x: int, y: int) -> int:
+    return x * y // math.gcd(x, y)
+
+
+def rounded_shape(budget: float, depth: float, vocab: float = 0, multiple: int = 128) -> dict[str, Any]:
+    """Hardware-friendly shape near the optimum that keeps the budget.
+
+    n_layer = round(depth) (>= 1); d_model = the multiple of ``multiple`` nearest to the width
+    that spends ``budget`` at that depth, i.e. the positive root of 12·L·d² + V·d = budget
+    (>= one multiple). Returns n_layer, d_model, its non-embedding (Kaplan and exact) and total
+    counts, and budget_rel_error = (its budget-comparable count - budget) / budget.
+    """
+    if multiple < 1:
+        raise UserError(f"width multiple must be >= 1, got {multiple}")
+    n_layer = max(1, int(round(depth)))
+    d_exact = (-vocab + math.sqrt(vocab * vocab + 48.0 * n_layer * budget)) / (24.0 * n_layer)
+    d_model = max(multiple, multiple * int(round(d_exact / multiple)))
+    n_ne = kaplan_params(n_layer, d_model)
+    spent = n_ne + vocab * d_model
+    out = {
+        "n_layer": n_layer,
+        "d_model": d_model,
+        "multiple": multiple,
+        "non_embedding_params": n_ne,
+        "non_embedding_params_exact": exact_stack_params(n_layer, d_model),
+        "budget_rel_error": (spent - budget) / budget,
+    }
+    if vocab:
+        out["total_params"] = spent
+    return out
+
+
+# ---------------------------------------------------------------- Monte Carlo intervals
+
+
+def sample_laws(law: Law, n: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED):
+    """(a, b) samples, two arrays of shape (n,), from Normal((a, b), cov); None if cov is None."""
+    if law.cov is None:
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ab = rng.multivariate_normal([law.a, law.b], np.asarray(law.cov, dtype=float), size=n, method="eigh")
+    return ab[:, 0], ab[:, 1]
+
+
+def optimal_depth_samples(budget: float, a, b, vocab: float = 0):
+    """Vectorised optimal depth for arrays a, b (shape (n,)); NaN where no root exists (b <= 0,
+    or budget below the embedding cost). Same bracket and equation as :func:`optimal_depth`."""
+    import numpy as np
+    from scipy.optimize.elementwise import find_root
+
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    log_b = math.log(budget)
+
+    def g(L, a, b):
+        x = np.log(12.0 * L) + 2.0 * a + 2.0 * b * L
+        if vocab > 0:
+            x = np.logaddexp(x, math.log(vocab) + a + b * L)
+        return x - log_b
+
+    ok = b > 0
+    bs = np.where(ok, b, 1.0)  # placeholder slope keeps the bracket finite for rows dropped below
+    lo = np.full_like(a, _L_MIN)
+    hi = np.maximum(1.0, (log_b - math.log(12.0) - 2.0 * a) / (2.0 * bs)) + 1.0
+    ok &= g(lo, a, bs) < 0
+    res = find_root(g, (lo, hi), args=(a, bs), tolerances={"xrtol": 1e-12, "xatol": 1e-12})
+    return np.where(ok & res.success, res.x, np.nan)
+
+
+def _interval(samples, level: float) -> tuple[list[float] | None, float]:
+    import numpy as np
+
+    finite = np.isfinite(samples)
+    frac = float(finite.mean())
+    if frac < level:
+        return None, frac
+    q = (1.0 - level) / 2.0
+    # Samples without a root count as "beyond every finite value" would bias the interval; with
+    # valid_fraction >= level they are few, and the interval is over the solvable samples.
+    lo, hi = np.quantile(samples[finite], [q, 1.0 - q])
+    return [float(lo), float(hi)], frac
+
+
+def _ci_header(law: Law, level: float, n: int, seed: int) -> dict[str, Any]:
+    return {"level": level, "method": f"monte carlo over (a, b) ~ Normal(mean, cov), n={n}, seed={seed}"}
+
+
+# ---------------------------------------------------------------- the three queries
+
+
+def _extrapolated(law: Law, depth: float) -> bool | None:
+    if law.depth_range is None:
+        return None
+    return not (law.depth_range[0] <= depth <= law.depth_range[1])
+
+
+def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int = 128,
+                 n_head: int | None = None, level: float = DEFAULT_LEVEL,
+                 samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """Optimal depth and width for a budget (parameters), with CI and a rounded shape.
+
+    With vocab == 0 the budget is the non-embedding N = 12·L·d²; with vocab = V it is the total
+    N + V·d_x. The rounded width is a multiple of lcm(round_width, n_head). Keys: budget, vocab,
+    optimal_depth, optimal_width (unrounded floats), non_embedding_params(_exact),
+    embedding_params, aspect_ratio (d/L), ci ({level, method, valid_fraction, optimal_depth,
+    optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
+    """
+    depth = optimal_depth(budget, law, vocab)
+    width = law_width(depth, law)
+    multiple = _lcm(round_width, n_head) if n_head else round_width
+    out: dict[str, Any] = {
+        "law": law.name,
+        "budget": budget,
+        "budget_kind": "total = 12*L*d^2 + vocab*d" if vocab else "non-embedding 12*L*d^2",
+        "vocab": vocab,
+        "optimal_depth": depth,
+        "optimal_width": width,
+        "non_embedding_params": kaplan_params(depth, width),
+        "non_embedding_params_exact": exact_stack_params(depth, width),
+        "embedding_params": vocab * width,
+        "aspect_ratio": width / depth,
+        "ci": None,
+        "ci_note": law.ci_note,
+        "rounded": rounded_shape(budget, depth, vocab, multiple),
+        "extrapolated": _extrapolated(law, depth),
+    }
+    if n_head:
+        out["rounded"]["n_head"] = n_head
+        out["rounded"]["head_dim"] = out["rounded"]["d_model"] // n_head
+    ab = sample_laws(law, samples, seed)
+    if ab is not None:
+        import numpy as np
+
+        a, b = ab
+        Ls = optimal_depth_samples(budget, a, b, vocab)
+        ds = np.exp(a + b * Ls)
+        ci = _ci_header(law, level, samples, seed)
+        ci["optimal_depth"], ci["valid_fraction"] = _interval(Ls, level)
+        ci["optimal_width"], _ = _interval(ds, level)
+        out["ci"], out["ci_note"] = ci, None
+        if ci["optimal_depth"] is None:
+            out["ci_note"] = "fewer solvable samples than the confidence level (slope b <= 0 is likely)"
+    return out
+
+
+def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFAULT_LEVEL,
+                samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """Size at which ``depth`` (layers) is optimal: transition_params N(L) = 12·L·exp(2a+2bL)
+    (non-embedding), transition_width d(L), and with vocab the total N(L) + V·d(L)."""
+    if not (depth > 0 and math.isfinite(depth)):
+        raise UserError(f"depth must be positive, got {depth!r}")
+    width = law_width(depth, law)
+    out: dict[str, Any] = {
+        "law": law.name,
+        "n_layer": depth,
+        "transition_params": transition_params(depth, law),
+        "transition_width": width,
+        "ci": None,
+        "ci_note": law.ci_note,
+        "extrapolated": _extrapolated(law, depth),
+    }
+    if vocab:
+        out["vocab"] = vocab
+        out["transition_params_total"] = out["transition_params"] + vocab * width
+    ab = sample_laws(law, samples, seed)
+    if ab is not None:
+        import numpy as np
+
+        a, b = ab
+        ci = _ci_header(law, level, samples, seed)
+        ci["transition_params"], ci["valid_fraction"] = _interval(12.0 * depth * np.exp(2 * a + 2 * b * depth), level)
+        ci["transition_width"], _ = _interval(np.exp(a + b * depth), level)
+        out["ci"], out["ci_note"] = ci, None
+    return out
+
+
+def classify(depth: float, optimal: float, tolerance: float = DEFAULT_TOLERANCE) -> str:
+    """'too deep' if depth > optimal·(1+tol), 'too wide' if depth < optimal/(1+tol), else
+    'near optimal' (a multiplicative band: |ln(depth/optimal)| <= ln(1+tol))."""
+    if not tolerance > 0:
+        raise UserError(f"tolerance must be > 0, got {tolerance!r}")
+    r = math.log(depth / optimal)
+    band = math.log1p(tolerance)
+    if r > band:
+        return "too deep"
+    if r < -band:
+        return "too wide"
+    return "near optimal"
+
+
+def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
+                tolerance: float = DEFAULT_TOLERANCE, level: float = DEFAULT_LEVEL,
+                samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """Verdict on a shape (L layers, d_x width) against the law at the shape's own budget.
+
+    The budget is 12·L·d² (+ V·d with vocab); optimal_depth is the law's optimum at it,
+    depth_ratio = L / optimal_depth, verdict from :func:`classify` (too deep: widen; too wide:
+    deepen). Also law_width_at_depth = exp(a + b·L) and width_ratio = d / that. With a
+    covariance, ci gives intervals for optimal_depth and depth_ratio, and ``verdict_robust``
+    says whether the whole depth_ratio interval lies outside the tolerance band on the same side.
+    """
+    if not (depth > 0 and width > 0 and math.isfinite(depth) and math.isfinite(width)):
+        raise UserError(f"shape must have positive depth and width, got {depth!r} x {width!r}")
+    n_ne = kaplan_params(depth, width)
+    budget = n_ne + vocab * width
+    opt = optimal_depth(budget, law, vocab)
+    out: dict[str, Any] = {
+        "law": law.name,
+        "n_layer": depth,
+        "d_model": width,
+        "vocab": vocab,
+        "non_embedding_params": n_ne,
+        "non_embedding_params_exact": exact_stack_params(depth, width),
+        "budget": budget,
+        "optimal_depth": opt,
+        "optimal_width": law_width(opt, law),
+        "depth_ratio": depth / opt,
+        "law_width_at_depth": law_width(depth, law),
+        "width_ratio": width / law_width(depth, law),
+        "tolerance": tolerance,
+        "verdict": classify(depth, opt, tolerance),
+        "ci": None,
+        "ci_note": law.ci_note,
+        "extrapolated": _extrapolated(law, opt),
+    }
+    ab = sample_laws(law, samples, seed)
+    if ab is not None:
+        a, b = ab
+        Ls = optimal_depth_samples(budget, a, b, vocab)
+        ci = _ci_header(law, level, samples, seed)
+        ci["optimal_depth"], ci["valid_fraction"] = _interval(Ls, level)
+        ci["depth_ratio"], _ = _interval(depth / Ls, level)
+        if ci["depth_ratio"] is not None:
+            lo, hi = ci["depth_ratio"]
+            band = 1.0 + tolerance
+            ci["verdict_robust"] = (lo > band) or (hi < 1.0 / band) or (1.0 / band <= lo and hi <= band)
+        out["ci"], out["ci_note"] = ci, None
+    return out

@@ -1,0 +1,159 @@
+"""Results table: run records -> one row per run and one row per (depth, width) cell.
+
+Reads ``RESULTS/runs/*/record.json`` with :func:`depthwidth.experiments.records.iter_records`
+(format documented there). A run is *used* when its status is "finished" and its test_loss is a
+finite number; diverged runs, finished runs without a finite test loss, and run directories with
+no record.json (unfinished or crashed) are listed with a reason and never averaged in.
+
+Cells are keyed by (n_layer, d_model). All seeds in a cell must share the rest of their
+configuration (the RunConfig identity minus train.seed): averaging runs trained differently
+would be silently wrong, so a mixed cell raises UserError. Different cells may differ (e.g.
+steps scaled with size).
+
+N in the table is ``params["kaplan"]`` = 12·L·d² (Kaplan et al. 2020), the N of Levine et al.'s
+fit; the exact non-embedding count ``params["non_embedding"]`` is carried alongside.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from depthwidth.config import OPERATIONAL_TRAIN_FIELDS
+from depthwidth.errors import UserError
+from depthwidth.experiments.records import iter_records
+
+RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
+               "N", "N_exact", "N_embedding", "tokens", "steps", "context"]
+CELL_COLUMNS = ["n_layer", "d_model", "N", "N_exact", "ln_N", "n_seeds", "mean", "std", "sem",
+                "min", "max", "seeds"]
+
+
+@dataclass
+class ResultsTable:
+    """runs: every record (DataFrame, RUN_COLUMNS); cells: per (n_layer, d_model) statistics over
+    used runs (CELL_COLUMNS: mean/std/sem of test_loss in nats/token, std with ddof=1 and NaN
+    for one seed, sem = std/sqrt(n)); excluded: records not used, with ``reason``; unfinished:
+    run ids whose directory has no record.json; losses: per cell, the used seeds' test losses
+    as a float list (what the bootstrap resamples)."""
+
+    results: str
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+    excluded: pd.DataFrame
+    unfinished: list[str]
+    losses: dict[tuple[int, int], list[float]]
+
+    def depths(self) -> list[int]:
+        return sorted(int(x) for x in self.cells["n_layer"].unique())
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready summary (the ``table`` object of the fit file)."""
+        return {
+            "results": self.results,
+            "n_records": int(len(self.runs)),
+            "n_used": int(len(self.runs) - len(self.excluded)),
+            "n_cells": int(len(self.cells)),
+            "excluded": [
+                {k: _plain(r[k]) for k in ("run_id", "n_layer", "d_model", "seed", "status", "reason")}
+                for r in self.excluded.to_dict("records")
+            ],
+            "unfinished": list(self.unfinished),
+        }
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _context(config: Any) -> str:
+    """The run's identity minus shape and seed, as canonical JSON (what seeds must share)."""
+    if not isinstance(config, dict):
+        return "null"
+    c = json.loads(json.dumps(config))
+    c.pop("mesh", None)
+    train = c.get("train") if isinstance(c.get("train"), dict) else {}
+    for k in ("seed", *OPERATIONAL_TRAIN_FIELDS):
+        train.pop(k, None)
+    return json.dumps(c, sort_keys=True, separators=(",", ":"))
+
+
+def _exclusion_reason(rec: dict[str, Any]) -> str | None:
+    if rec["status"] != "finished":
+        return rec["status"]
+    t = rec["test_loss"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        return "no test_loss"
+    if not math.isfinite(t):
+        return "non-finite test_loss"
+    return None
+
+
+def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
+    params = rec["params"] if isinstance(rec["params"], dict) else {}
+    L, d = rec["n_layer"], rec["d_model"]
+    if not (isinstance(L, int) and isinstance(d, int) and L >= 1 and d >= 1):
+        raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
+    # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
+    N = params.get("kaplan", 12 * L * d * d)
+    return {
+        "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
+        "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
+        "N": float(N), "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
+        "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config")),
+    }
+
+
+def load_table(results: str | Path) -> ResultsTable:
+    """Load every record under ``results`` into a :class:`ResultsTable`.
+
+    Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
+    configurations differ beyond the seed, or no run is usable.
+    """
+    records = iter_records(results)
+    root = Path(results)
+    rows = [_run_row(r, r["run_id"]) for r in records]
+    recorded = {r["run_id"] for r in records}
+    unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    reasons = [_exclusion_reason(r) for r in records]
+    runs["reason"] = reasons
+    used_mask = runs["reason"].isna()
+    excluded = runs.loc[~used_mask].reset_index(drop=True)
+    used = runs.loc[used_mask].copy()
+    if used.empty:
+        raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
+                        f"{len(excluded)} excluded, {len(unfinished)} unfinished")
+    used["test_loss"] = used["test_loss"].astype(float)
+
+    cells_rows = []
+    losses: dict[tuple[int, int], list[float]] = {}
+    for (L, d), g in used.groupby(["n_layer", "d_model"], sort=True):
+        if g["context"].nunique() > 1:
+            raise UserError(f"cell L={L} d={d} mixes runs with different configurations besides the seed "
+                            f"({', '.join(g['run_id'])}); split the results directory")
+        if g["seed"].duplicated().any():
+            raise UserError(f"cell L={L} d={d} has several records with the same seed ({', '.join(g['run_id'])})")
+        y = g["test_loss"].to_numpy()
+        n = len(y)
+        std = float(y.std(ddof=1)) if n > 1 else math.nan
+        losses[(int(L), int(d))] = [float(v) for v in y]
+        cells_rows.append({
+            "n_layer": int(L), "d_model": int(d), "N": float(g["N"].iloc[0]),
+            "N_exact": _plain(g["N_exact"].iloc[0]), "ln_N": math.log(float(g["N"].iloc[0])),
+            "n_seeds": n, "mean": float(y.mean()), "std": std,
+            "sem": std / math.sqrt(n) if n > 1 else math.nan,
+            "min": float(y.min()), "max": float(y.max()), "seeds": sorted(int(s) for s in g["seed"]),
+        })
+    cells = pd.DataFrame(cells_rows, columns=CELL_COLUMNS)
+    return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
+                        unfinished=unfinished, losses=losses)
