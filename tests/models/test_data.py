@@ -1,0 +1,449 @@
+"""models/data.py and models/corpora.py on the real corpora (shared/corpora, SOURCES.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import re
+import shutil
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from depthwidth.config import DataConfig
+from depthwidth.errors import UserError
+from depthwidth.models import corpora, data
+
+# SOURCES.md: tinyshakespeare.txt is 1,115,394 bytes of ASCII (so also 1,115,394 characters)
+# with 65 distinct characters; its sha256 starts 86c4e6aa.
+TS_BYTES = 1_115_394
+TS_CHARS = 65
+
+
+@pytest.fixture(scope="module")
+def ts_text(corpora_dir: Path) -> str:
+    return data.read_text(corpora_dir / "tinyshakespeare.txt")
+
+
+@pytest.fixture(scope="module")
+def char_dir(corpora_dir: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("char")
+    data.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="char")
+    return out
+
+
+@pytest.fixture(scope="module")
+def bpe_dir(corpora_dir: Path, tmp_path_factory) -> Path:
+    # Full corpus, V = 2000: about 1-2 s on one CPU core (BPE training ~0.4 s, encoding ~1 s).
+    out = tmp_path_factory.mktemp("bpe")
+    data.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="bpe", vocab_size=2000)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_bpe(ts_text: str):
+    return data.train_bpe(ts_text[:200_000], 400)
+
+
+# --------------------------------------------------------------------------- registry / files
+
+
+def test_registry_matches_sources_md(corpora_dir: Path):
+    # Every registry entry must agree with the file on disk (size and sha256 from SOURCES.md).
+    assert set(corpora.CORPORA) == {"tinyshakespeare", "kjv", "austen", "us_speeches", "python_docs"}
+    for c in corpora.CORPORA.values():
+        path = corpora_dir / c.file
+        assert path.stat().st_size == c.n_bytes, c.name
+        assert corpora.locate(c.name, corpora_dir) == path
+    sources = (corpora_dir / "SOURCES.md").read_text()
+    for c in corpora.CORPORA.values():
+        assert c.sha256 in sources and f"{c.n_bytes:,}" in sources
+    assert corpora.CORPORA["tinyshakespeare"].url in sources
+
+
+def test_checksum_mismatch_is_user_error(tmp_path: Path, corpora_dir: Path):
+    raw = bytearray((corpora_dir / "tinyshakespeare.txt").read_bytes())
+    raw[0] ^= 0x20  # "F" -> "f": same size, different sha256
+    (tmp_path / "tinyshakespeare.txt").write_bytes(bytes(raw))
+    with pytest.raises(UserError, match=r"checksum mismatch .*tinyshakespeare.txt.*expected 86c4e6aa"):
+        corpora.locate("tinyshakespeare", tmp_path)
+    with pytest.raises(UserError, match="checksum mismatch"):
+        data.prepared_dir_for(DataConfig(corpus="tinyshakespeare"), tmp_path, tmp_path / "cache")
+
+
+def test_missing_file_says_where_to_put_it(tmp_path: Path):
+    ts = corpora.CORPORA["tinyshakespeare"]
+    with pytest.raises(UserError) as e:
+        corpora.locate("tinyshakespeare", tmp_path)
+    msg = str(e.value)
+    assert "tinyshakespeare.txt" in msg and str(tmp_path) in msg and ts.url in msg and "\n" not in msg
+    with pytest.raises(UserError, match=r"bible -f"):  # no URL: the message quotes the command
+        corpora.locate("kjv", tmp_path)
+    with pytest.raises(UserError, match="unknown corpus 'nope'"):
+        corpora.locate("nope", tmp_path)
+
+
+def test_data_dir_from_env_or_error(monkeypatch, corpora_dir: Path):
+    monkeypatch.delenv(corpora.DATA_ENV, raising=False)
+    with pytest.raises(UserError, match="DEPTHWIDTH_DATA"):
+        corpora.locate("tinyshakespeare")
+    monkeypatch.setenv(corpora.DATA_ENV, str(corpora_dir))
+    assert corpora.locate("tinyshakespeare") == corpora_dir / "tinyshakespeare.txt"
+
+
+def test_download_from_url(monkeypatch, tmp_path: Path, corpora_dir: Path):
+    # Offline stand-ins for the canonical URL: a file:// URL (urllib treats it like http).
+    ts = corpora.CORPORA["tinyshakespeare"]
+    good = dataclasses.replace(ts, url=(corpora_dir / "tinyshakespeare.txt").as_uri())
+    monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", good)
+    dest = tmp_path / "fresh"
+    path = corpora.locate("tinyshakespeare", dest, download=True)
+    assert path == dest / "tinyshakespeare.txt" and corpora.sha256_file(path) == ts.sha256
+    assert sorted(p.name for p in dest.iterdir()) == ["tinyshakespeare.txt"]
+
+    wrong = dataclasses.replace(ts, url=(corpora_dir / "kjv.txt").as_uri())
+    monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", wrong)
+    with pytest.raises(UserError, match="sha256 .* expected 86c4e6aa"):
+        corpora.locate("tinyshakespeare", tmp_path / "bad", download=True)
+    assert list((tmp_path / "bad").iterdir()) == []  # nothing half-written left behind
+
+    refused = dataclasses.replace(ts, url="http://127.0.0.1:9/input.txt")  # port 9: nothing listens
+    monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", refused)
+    with pytest.raises(UserError, match="could not download http://127.0.0.1:9/input.txt"):
+        corpora.locate("tinyshakespeare", tmp_path / "net", download=True)
+    with pytest.raises(UserError, match="no download URL.*janeaustenr"):
+        corpora.locate("austen", tmp_path / "net", download=True)
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def test_split_ranges_by_hand():
+    # "one\n\ntwo\nthree four five": 24 characters; "\n" at 3, 4, 8.
+    text = "one\n\ntwo\nthree four five"
+    # Nominal cuts round(0.2*24)=5 and round(0.5*24)=12. From 5 the next "\n" between non-spaces
+    # is the one at 8 (the one at 4 follows a "\n"), so cut 1 = 9. No line boundary after 12:
+    # the next whitespace run after a non-space starts at 14 ("three| four"), so cut 2 = 14.
+    assert data.split_ranges(text, (0.2, 0.3, 0.5)) == [(0, 9), (9, 14), (14, 24)]
+    # "ab\ncd\nef\ngh\n": nominal 6 and 9 are already just after "\n"s between letters.
+    assert data.split_ranges("ab\ncd\nef\ngh\n", (0.5, 0.25, 0.25)) == [(0, 6), (6, 9), (9, 12)]
+    with pytest.raises(UserError, match="three non-empty parts"):
+        data.split_ranges("abcdefgh", (0.9, 0.05, 0.05))  # no whitespace: nowhere to cut
+
+
+@pytest.mark.parametrize("bad", ["0.9,0.05", "0.9,0.2,0.1", "0.9,0,0.1", "a,b,c", "0.9,-0.05,0.15", "nan,0.5,0.5"])
+def test_parse_split_rejects(bad: str):
+    with pytest.raises(UserError):
+        data.parse_split(bad)
+
+
+def test_whitespace_class_matches_the_byte_level_pre_tokenizer():
+    # safe_cut's exactness rests on agreeing with the HF regex about what is whitespace.
+    from tokenizers import pre_tokenizers
+
+    pt = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ws = re.compile(f"[{data.WHITESPACE}]")
+    candidates = [chr(i) for i in range(sys.maxunicode + 1) if chr(i).isspace()] + ["\u180e", "\u200b", "\ufeff"]
+    for c in candidates:
+        # Two copies of a non-whitespace symbol form one punctuation pre-token, offsets (1, 3).
+        hf_ws = (1, 3) not in [o for _, o in pt.pre_tokenize_str("a" + c + c + "b")]
+        assert hf_ws == bool(ws.match(c)), hex(ord(c))
+
+
+_TEXT = st.text(alphabet="absld' Z.,1\n\r\t\u00a0\u2003\x1c\u00e9", max_size=60)  # 's 'll 'd: contractions
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_TEXT, pos=st.integers(0, 60))
+def test_safe_cut_is_an_exact_bpe_boundary(small_bpe, text: str, pos: int):
+    c = data.safe_cut(text, pos)
+    assert c >= min(pos, len(text))
+    whole = small_bpe.encode(text).ids
+    assert small_bpe.encode(text[:c]).ids + small_bpe.encode(text[c:]).ids == whole
+
+
+def test_chunked_encode_equals_whole_encode_on_long_lines(small_bpe, corpora_dir: Path):
+    # us_speeches ends in very long lines: the chunker must fall back to word boundaries.
+    text = data.read_text(corpora_dir / "us_speeches.txt")[-400_000:]
+    assert data.encode(small_bpe, text).tolist() == small_bpe.encode(text).ids
+
+
+# --------------------------------------------------------------------------- char level
+
+
+def test_char_tinyshakespeare(char_dir: Path, ts_text: str):
+    prep = data.open_prepared(char_dir)
+    assert prep.vocab_size == TS_CHARS
+    n = [prep.train.size, prep.val.size, prep.test.size]
+    assert sum(n) == TS_BYTES == prep.meta["tokens"]["total"]
+    assert prep.train.dtype == np.uint16 and isinstance(prep.train, np.memmap)
+    # Disjoint, contiguous, in order: the three decoded splits concatenate to the corpus.
+    assert prep.decode(prep.train) + prep.decode(prep.val) + prep.decode(prep.test) == ts_text
+    (a0, a1), (b0, b1), (c0, c1) = (prep.meta["split"]["char_ranges"][s] for s in data.SPLITS)
+    assert (a0, a1 - b0, b1 - c0, c1) == (0, 0, 0, TS_BYTES)
+    # Each cut is the nominal 90% / 95% point moved forward to a line start (lines < 200 chars).
+    assert 0 <= a1 - round(0.9 * TS_BYTES) < 200 and 0 <= b1 - round(0.95 * TS_BYTES) < 200
+    assert prep.meta["bytes_per_token"]["total"] == 1.0  # ASCII: one byte per character token
+    assert prep.meta["tokenizer"]["heldout_only_chars"] == []
+    assert prep.meta["source"]["sha256"] == corpora.CORPORA["tinyshakespeare"].sha256
+    # ids are the ranks of the characters in sorted order (nanoGPT's convention)
+    assert prep.encode("\n !") == [0, 1, 2] and prep.decode([13, 39]) == "Aa"
+    with pytest.raises(UserError, match="not in this char vocabulary"):
+        prep.encode("5€")
+    with open(char_dir / "meta.pkl", "rb") as fh:  # nanoGPT's train.py/sample.py read this
+        pkl = pickle.load(fh)
+    assert pkl["vocab_size"] == TS_CHARS and pkl["itos"][13] == "A" and pkl["stoi"]["a"] == 39
+
+
+def test_unigram_entropy_of_char_train_split(char_dir: Path, ts_text: str):
+    prep = data.open_prepared(char_dir)
+    a, b = prep.meta["split"]["char_ranges"]["train"]
+    # Independent computation from the text itself: H = -sum (c/n) ln(c/n) over character counts.
+    counts = Counter(ts_text[a:b])
+    n = b - a
+    expect = -sum(c / n * math.log(c / n) for c in counts.values())
+    assert data.unigram_entropy(prep.train) == pytest.approx(expect, rel=1e-12)
+    assert prep.meta["unigram_entropy_train_nats"] == pytest.approx(expect, rel=1e-12)
+    assert prep.meta["uniform_entropy_nats"] == pytest.approx(math.log(65), rel=1e-15)
+    assert expect < math.log(65)
+
+
+def test_entropies_by_hand():
+    assert data.unigram_entropy(np.array([0, 0, 1, 1], np.uint16)) == pytest.approx(math.log(2))
+    # p = (3/4, 1/4): H = -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.5623351446188083
+    assert data.unigram_entropy(np.array([7, 7, 7, 2], np.uint16)) == pytest.approx(0.5623351446188083, rel=1e-14)
+    assert data.unigram_entropy(np.array([5] * 10, np.uint16)) == 0.0
+    assert data.uniform_entropy(2000) == pytest.approx(7.600902459542082, rel=1e-15)  # ln 2000
+    with pytest.raises(UserError):
+        data.unigram_entropy(np.zeros(0, np.uint16))
+    with pytest.raises(UserError):
+        data.uniform_entropy(0)
+
+
+# --------------------------------------------------------------------------- BPE
+
+
+def test_bpe_tinyshakespeare(bpe_dir: Path, ts_text: str):
+    prep = data.open_prepared(bpe_dir)
+    assert prep.vocab_size <= 2000 and prep.vocab_size == prep.tokenizer.get_vocab_size()
+    assert prep.meta["tokenizer"]["vocab_size_requested"] == 2000
+    for s in data.SPLITS:
+        a, b = prep.meta["split"]["char_ranges"][s]
+        assert prep.decode(getattr(prep, s)) == ts_text[a:b], s
+        assert prep.meta["bytes"][s] == b - a  # ASCII
+        assert prep.meta["bytes_per_token"][s] == pytest.approx((b - a) / getattr(prep, s).size)
+    # Cutting at exact pre-token boundaries: the splits are the whole corpus's encoding, cut.
+    whole = prep.tokenizer.encode(ts_text).ids
+    assert np.concatenate([prep.train, prep.val, prep.test]).tolist() == whole
+    assert sum(prep.meta["tokens"][s] for s in data.SPLITS) == prep.meta["tokens"]["total"] == len(whole)
+    # Byte level: any string round-trips, including characters the corpus never had.
+    for s in ["naïve café — 東京 🙂\r\n\t", "", "   x  \n\n"]:
+        assert prep.decode(prep.encode(s)) == s
+    assert data.uniform_entropy(prep.vocab_size) > prep.meta["unigram_entropy_train_nats"] > 0
+
+
+def test_bpe_is_trained_on_the_train_split_only(tmp_path: Path, ts_text: str, corpora_dir: Path):
+    text = ts_text[:300_000]
+    a = data.split_ranges(text)[0][1]
+    assert text[a - 1] == "\n" and not text[a].isspace()
+    # Same train range, entirely different held-out text (Austen), same total length.
+    austen = data.read_text(corpora_dir / "austen.txt")
+    start = austen.index("\nIt is a truth") + 1
+    other = text[:a] + austen[start:start + len(text) - a]
+    assert data.split_ranges(other)[0] == (0, a)
+    m1 = data.prepare(text, tmp_path / "1", tokenizer="bpe", vocab_size=500)
+    m2 = data.prepare(other, tmp_path / "2", tokenizer="bpe", vocab_size=500)
+    data.prepare(text, tmp_path / "3", tokenizer="bpe", vocab_size=500)
+    assert m1["tokenizer"]["sha256"] == m2["tokenizer"]["sha256"]
+    assert (tmp_path / "1" / "meta.json").read_bytes() == (tmp_path / "3" / "meta.json").read_bytes()  # deterministic
+    direct = data.train_bpe(text[:a], 500).to_str(pretty=True).encode()
+    assert (tmp_path / "1" / "tokenizer.json").read_bytes() == direct
+    shifted = data.prepare(ts_text[1000:301_000], tmp_path / "4", tokenizer="bpe", vocab_size=500)
+    assert shifted["tokenizer"]["sha256"] != m1["tokenizer"]["sha256"]
+
+
+def test_bpe_vocab_bounds():
+    with pytest.raises(UserError, match="257"):
+        data.train_bpe("hello world", 256)
+    with pytest.raises(UserError, match="uint16"):
+        data.train_bpe("hello world", 70_000)
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def _write_nanogpt(d: Path, train: np.ndarray, val: np.ndarray, pkl: dict | None, test: np.ndarray | None = None):
+    d.mkdir()
+    train.astype(np.uint16).tofile(d / "train.bin")  # exactly what nanoGPT's prepare.py does
+    val.astype(np.uint16).tofile(d / "val.bin")
+    if test is not None:
+        test.astype(np.uint16).tofile(d / "test.bin")
+    if pkl is not None:
+        with open(d / "meta.pkl", "wb") as fh:
+            pickle.dump(pkl, fh)
+
+
+def test_nanogpt_directory(tmp_path: Path, char_dir: Path):
+    ours = data.open_prepared(char_dir)
+    itos = {i: c for c, i in ours.tokenizer.get_vocab().items()}
+    pkl = {"vocab_size": 65, "itos": itos, "stoi": {c: i for i, c in itos.items()}}
+    val = np.asarray(ours.val)
+    _write_nanogpt(tmp_path / "ng", np.asarray(ours.train), val, pkl)
+    ng = data.open_prepared(tmp_path / "ng")
+    assert ng.vocab_size == 65 and ng.meta["format"] == "nanogpt"
+    # No test.bin: val is the first half of val.bin, test the second half (disjoint).
+    half = val.size // 2
+    assert np.array_equal(ng.val, val[:half]) and np.array_equal(ng.test, val[half:])
+    assert "second half" in ng.meta["split"]["rule"]
+    assert ng.decode(ng.train[:12]) == ours.decode(ours.train[:12]) == "First Citize"
+    assert ng.encode("First") == ours.encode("First")
+    assert data.prepared_dir_for(DataConfig(corpus=str(tmp_path / "ng"))) == tmp_path / "ng"
+
+    _write_nanogpt(tmp_path / "ng3", np.asarray(ours.train), val, pkl, test=np.asarray(ours.test))
+    ng3 = data.open_prepared(tmp_path / "ng3")
+    assert np.array_equal(ng3.val, val) and np.array_equal(ng3.test, ours.test)
+
+    _write_nanogpt(tmp_path / "gpt2", np.arange(100), np.arange(50), None)
+    g = data.open_prepared(tmp_path / "gpt2")
+    assert g.vocab_size == data.GPT2_VOCAB == 50257  # nanoGPT's default without meta.pkl
+    with pytest.raises(UserError, match="no tokenizer"):
+        g.decode([1, 2])
+
+    _write_nanogpt(tmp_path / "small", np.arange(100), np.arange(50), {"vocab_size": 10})
+    with pytest.raises(UserError, match="token id 99 >= vocab_size 10"):
+        data.open_prepared(tmp_path / "small")
+
+
+def test_open_prepared_rejects_broken_dirs(tmp_path: Path, char_dir: Path):
+    with pytest.raises(UserError, match="not found"):
+        data.open_prepared(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="neither meta.json nor"):
+        data.open_prepared(tmp_path / "empty")
+    broken = tmp_path / "broken"
+    shutil.copytree(char_dir, broken)
+    with open(broken / "val.bin", "ab") as fh:
+        fh.write(b"\x00")  # odd byte count
+    with pytest.raises(UserError, match="whole number of uint16"):
+        data.open_prepared(broken)
+    with open(broken / "val.bin", "ab") as fh:
+        fh.write(b"\x00")  # one token too many
+    with pytest.raises(UserError, match="meta.json says"):
+        data.open_prepared(broken)
+    shutil.rmtree(broken)
+    shutil.copytree(char_dir, broken)
+    tok_json = (broken / "tokenizer.json").read_text()
+    assert '"a": 39' in tok_json
+    (broken / "tokenizer.json").write_text(tok_json.replace('"a": 39', '"a": 40'))
+    with pytest.raises(UserError, match="sha256"):
+        data.open_prepared(broken)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_prepared_dir_for_builds_once_into_the_cache(tmp_path: Path, corpora_dir: Path, monkeypatch):
+    cfg = DataConfig(corpus="tinyshakespeare", tokenizer="char")
+    p = data.prepared_dir_for(cfg, corpora_dir, tmp_path)
+    assert p == tmp_path / "prepared" / "tinyshakespeare-char-86c4e6aa"
+    stamp = (p / "meta.json").stat().st_mtime_ns
+    monkeypatch.setenv(corpora.DATA_ENV, str(corpora_dir))
+    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
+    assert data.prepared_dir_for(cfg) == p and (p / "meta.json").stat().st_mtime_ns == stamp
+    assert [q.name for q in (tmp_path / "prepared").iterdir()] == [p.name]  # no temp dirs left
+    assert data.open_prepared(p).vocab_size == TS_CHARS
+    assert data.cache_key("tinyshakespeare", "bpe", 2000, "86c4e6aa" + "0" * 56) == "tinyshakespeare-bpe-2000-86c4e6aa"
+    # A prepared path must match the config's tokenizer, or the run record would mislabel it.
+    with pytest.raises(UserError, match="data.tokenizer=char"):
+        data.prepared_dir_for(DataConfig(corpus=str(p), tokenizer="bpe"))
+    with pytest.raises(UserError, match="neither a known corpus"):
+        data.prepared_dir_for(DataConfig(corpus=str(tmp_path / "nothing")))
+    monkeypatch.delenv(corpora.DATA_ENV)
+    with pytest.raises(UserError, match="DEPTHWIDTH_DATA"):
+        data.prepared_dir_for(cfg)
+
+
+def test_publish_keeps_the_first_winner(tmp_path: Path):
+    final = tmp_path / "final"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "meta.json").write_text(name)
+    assert data._publish(tmp_path / "a", final) == final
+    assert data._publish(tmp_path / "b", final) == final  # lost the race: uses the winner's dir
+    assert (final / "meta.json").read_text() == "a" and not (tmp_path / "b").exists()
+
+
+def test_concurrent_workers_share_one_prepared_dir(tmp_path: Path, ts_text: str):
+    src = tmp_path / "snippet.txt"
+    src.write_text(ts_text[:60_000])
+    cfg = DataConfig(corpus=str(src), tokenizer="char")
+    barrier, results, errors = threading.Barrier(4), [], []
+
+    def worker():
+        barrier.wait()
+        try:
+            results.append(data.prepared_dir_for(cfg, cache_dir=tmp_path / "cache"))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1
+    assert [q.name for q in (tmp_path / "cache" / "prepared").iterdir()] == [results[0].name]
+    assert data.open_prepared(results[0]).meta["tokens"]["total"] == 60_000
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def test_get_batch_is_a_pure_function_of_seed_and_step(tmp_path: Path):
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    tokens = np.memmap(tmp_path / "t.bin", dtype=np.uint16, mode="r")
+    x, y = data.get_batch(tokens, seed=0, step=5, batch_size=4, seq_len=16)
+    assert x.shape == y.shape == (4, 16) and x.dtype == y.dtype == np.int32
+    # tokens[i] = i, so each row counts up by one and the target is the input plus one.
+    assert np.array_equal(x, x[:, :1] + np.arange(16)) and np.array_equal(y, x + 1)
+    assert np.array_equal(x[:, 1:], y[:, :-1])
+    # The documented contract: row offsets from default_rng([seed, step]) in [0, n - T).
+    assert np.array_equal(x[:, 0], np.random.default_rng([0, 5]).integers(0, 1000 - 16, size=4))
+    x2, y2 = data.get_batch(tokens, 0, 5, 4, 16)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+    assert not np.array_equal(x, data.get_batch(tokens, 0, 6, 4, 16)[0])
+    assert not np.array_equal(x, data.get_batch(tokens, 1, 5, 4, 16)[0])
+    # Exactly T + 1 tokens: the only window is the whole array.
+    x1, y1 = data.get_batch(np.arange(17, dtype=np.uint16), 3, 9, 2, 16)
+    assert x1.tolist() == [list(range(16))] * 2 and y1.tolist() == [list(range(1, 17))] * 2
+    with pytest.raises(UserError, match="too short"):
+        data.get_batch(np.arange(16, dtype=np.uint16), 0, 0, 2, 16)
+    with pytest.raises(UserError):
+        data.get_batch(tokens, -1, 0, 2, 16)
+
+
+def test_eval_batches_are_fixed_consecutive_windows():
+    tokens = np.arange(1000, dtype=np.uint16)
+    # Sequence i needs tokens [10 i, 10 i + 10]: (1000 - 1) // 10 = 99 of them fit.
+    assert data.n_eval_sequences(tokens, 10, 1000) == 99
+    assert data.n_eval_sequences(tokens, 10, 5) == 5
+    ev = data.eval_batches(tokens, seq_len=10, n_sequences=1000, batch_size=32)
+    assert (ev.n_sequences, ev.n_batches, len(ev), ev.n_tokens) == (99, 4, 4, 990)
+    batches = list(ev)
+    assert [x.shape[0] for x, _ in batches] == [32, 32, 32, 3]  # last batch short
+    xs = np.concatenate([x for x, _ in batches])
+    ys = np.concatenate([y for _, y in batches])
+    assert xs.dtype == np.int32
+    assert np.array_equal(xs.reshape(-1), np.arange(990))  # consecutive, non-overlapping
+    assert np.array_equal(ys, xs + 1)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(batches, ev))  # same every time
+    assert data.n_eval_sequences(np.arange(11, dtype=np.uint16), 10, 8) == 1
+    with pytest.raises(UserError, match="too short"):
+        data.eval_batches(np.arange(10, dtype=np.uint16), 10, 8, 4)
