@@ -312,7 +312,8 @@ def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: i
         "split": {
             "fractions": list(fractions),
             "char_ranges": {s: [a, b] for s, (a, b) in zip(SPLITS, ranges)},
-            "rule": "contiguous; each cut moved forward to just after the next newline between non-whitespace characters",
+            "rule": ("contiguous; each cut moved forward to the next exact BPE pre-token boundary: after a "
+                     "newline between non-whitespace characters, else before a whitespace run"),
         },
         "tokens": {**n_tok, "total": sum(n_tok.values())},
         "bytes": {**n_bytes, "total": sum(n_bytes.values())},
@@ -354,13 +355,15 @@ def load_source(*, corpus: str | None = None, text_path: str | Path | None = Non
     return text, _source_of_text(path)
 
 
-def prepare_to(out: str | Path, *, force: bool = False, **kwargs: Any) -> dict[str, Any]:
-    """Load a source (see :func:`load_source`) and :func:`prepare` it into ``out``.
+def prepare_to(out: str | Path, *, corpus: str | None = None, text_path: str | Path | None = None,
+               data_dir: str | Path | None = None, download: bool = False, tokenizer: str = "bpe",
+               vocab_size: int = 2000, split: Sequence[float] = DEFAULT_SPLIT,
+               force: bool = False) -> dict[str, Any]:
+    """Load a source (:func:`load_source`) and :func:`prepare` it into ``out``; return meta.json's dict.
 
     Refuses (UserError) to overwrite a directory that already holds prepared files unless
     ``force``; with ``force`` meta.json is removed first so a crash never leaves a directory
-    that looks complete. Keyword arguments: corpus, text_path, data_dir, download (source) and
-    tokenizer, vocab_size, split (prepare).
+    that looks complete. Nothing is written if the source cannot be loaded.
     """
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
@@ -368,11 +371,10 @@ def prepare_to(out: str | Path, *, force: bool = False, **kwargs: Any) -> dict[s
     present = [f for f in OUTPUT_FILES if (out / f).exists()]
     if present and not force:
         raise UserError(f"{out} already holds prepared data ({', '.join(present)}); pass --force to overwrite")
-    src_keys = ("corpus", "text_path", "data_dir", "download")
-    text, source = load_source(**{k: v for k, v in kwargs.items() if k in src_keys})
+    text, source = load_source(corpus=corpus, text_path=text_path, data_dir=data_dir, download=download)
     if force and (out / "meta.json").exists():
         (out / "meta.json").unlink()
-    return prepare(text, out, source=source, **{k: v for k, v in kwargs.items() if k not in src_keys})
+    return prepare(text, out, tokenizer=tokenizer, vocab_size=vocab_size, split=split, source=source)
 
 
 # --------------------------------------------------------------------------- cache
@@ -401,11 +403,12 @@ def _publish(tmp: Path, final: Path) -> Path:
     return final
 
 
-def _prepare_cached(text: str, source: dict[str, Any], data_cfg: Any, cache_dir: str | Path | None) -> Path:
+def _prepare_cached(path: Path, source: dict[str, Any], data_cfg: Any, cache_dir: str | Path | None) -> Path:
     root = cache_root(cache_dir)
     final = root / cache_key(source["name"], data_cfg.tokenizer, data_cfg.bpe_vocab_size, source["sha256"])
     if (final / "meta.json").is_file():
         return final
+    text = read_text(path)
     try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = _unique(final)
@@ -436,8 +439,7 @@ def prepared_dir_for(data_cfg: Any, data_dir: str | Path | None = None,
     """
     name = data_cfg.corpus
     if name in corpora.CORPORA:
-        path = corpora.locate(name, data_dir)
-        return _prepare_cached(read_text(path), _source_of_corpus(name), data_cfg, cache_dir)
+        return _prepare_cached(corpora.locate(name, data_dir), _source_of_corpus(name), data_cfg, cache_dir)
     p = Path(name).expanduser()
     if p.is_dir():
         prep = open_prepared(p)
@@ -450,8 +452,7 @@ def prepared_dir_for(data_cfg: Any, data_dir: str | Path | None = None,
                 raise UserError(f"{p} was prepared with a {want}-token BPE but data.bpe_vocab_size={data_cfg.bpe_vocab_size}")
         return p
     if p.is_file():
-        text = read_text(p)
-        return _prepare_cached(text, _source_of_text(p), data_cfg, cache_dir)
+        return _prepare_cached(p, _source_of_text(p), data_cfg, cache_dir)
     raise UserError(f"data.corpus {name!r} is neither a known corpus ({', '.join(corpora.CORPORA)}) nor an existing path")
 
 
