@@ -21,16 +21,19 @@ from depthwidth.errors import UserError
 def make_mesh(cfg: MeshConfig, devices: list | None = None) -> jax.sharding.Mesh:
     """A ('data', 'model') mesh over ``devices`` (default: all). ``cfg.data == 0`` fills the rest.
 
-    Raises UserError if data*model does not equal the number of devices.
+    An explicit ``data * model`` smaller than the device count uses the first that many
+    devices (``mesh.data=1`` trains on one device). Raises UserError if it needs more devices
+    than there are, or ``model`` does not divide the device count when ``data`` is 0.
     """
     devices = list(devices if devices is not None else jax.devices())
     n = len(devices)
     model = cfg.model
-    if n % model:
+    if cfg.data == 0 and n % model:
         raise UserError(f"mesh.model={model} does not divide the {n} available devices")
     data = cfg.data or n // model
-    if data * model != n:
+    if data * model > n:
         raise UserError(f"mesh {data}x{model} needs {data * model} devices, {n} available")
+    devices = devices[: data * model]
     auto = (jax.sharding.AxisType.Auto,) * 2
     return jax.make_mesh((data, model), ("data", "model"), axis_types=auto, devices=devices)
 

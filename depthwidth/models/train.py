@@ -114,7 +114,7 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
         loss, grads = jax.value_and_grad(lambda p: _loss(graphdef, p, x, y, key, dtype))(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
-        metrics = {"loss": loss, "grad_norm": optax.global_norm(grads)}
+        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
         return {"params": params, "opt_state": opt_state, "step": step + 1}, metrics
 
     def eval_step(params, x, y, mask):

@@ -1,0 +1,118 @@
+"""Training on a real corpus: exact resume, divergence handling, the result record, the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from depthwidth.cli import main
+from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
+from depthwidth.experiments import records
+from depthwidth.models.train import learning_rate_schedule, train_run
+
+# Char-level tiny shakespeare (the real corpus), a model small enough for seconds on CPU.
+CFG = RunConfig(
+    model=ModelConfig(n_layer=2, d_model=32, n_head=2, seq_len=32),
+    data=DataConfig(corpus="tinyshakespeare", tokenizer="char"),
+    train=TrainConfig(steps=20, batch_size=8, lr=3e-3, warmup_steps=4, log_every=5, ckpt_every=10,
+                      eval_batches=2, test_sequences=64),
+    mesh=MeshConfig(data=1),
+)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch, corpora_dir):
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("DEPTHWIDTH_DATA", str(corpora_dir))
+
+
+def _params(results, run_id):
+    import orbax.checkpoint as ocp
+
+    mngr = ocp.CheckpointManager((results / "runs" / run_id / "ckpt").absolute())
+    step = mngr.latest_step()
+    tree = mngr.restore(step, args=ocp.args.StandardRestore())
+    mngr.close()
+    return step, tree["params"]
+
+
+def test_schedule_is_warmup_then_cosine_to_zero():
+    s = learning_rate_schedule(100, 10, 1e-3)
+    assert float(s(0)) == 0.0
+    assert float(s(10)) == pytest.approx(1e-3)
+    # Halfway through the cosine part: lr/2 (cos(pi/2) = 0 -> 0.5*(1+0)).
+    assert float(s(55)) == pytest.approx(0.5e-3, rel=1e-5)
+    assert float(s(100)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_kill_and_resume_is_bit_identical(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPTHWIDTH_KEEP_CKPT", "1")
+    a, b = tmp_path / "a", tmp_path / "b"
+    rec_a = train_run(CFG, a, progress=False, verbose=False)
+    assert train_run(CFG, b, progress=False, verbose=False, stop_after=10) is None  # "killed" at 10
+    rec_b = train_run(CFG, b, progress=False, verbose=False)  # resumed: 10 more
+    assert rec_a["steps"] == rec_b["steps"] == 20
+    sa, pa = _params(a, rec_a["run_id"])
+    sb, pb = _params(b, rec_b["run_id"])
+    assert sa == sb == 20
+    for x, y in zip(__import__("jax").tree.leaves(pa), __import__("jax").tree.leaves(pb)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert rec_a["test_loss"] == rec_b["test_loss"] and rec_a["val_loss"] == rec_b["val_loss"]
+    la = [json.loads(line) for line in (a / "runs" / rec_a["run_id"] / "log.jsonl").read_text().splitlines()]
+    lb = [json.loads(line) for line in (b / "runs" / rec_b["run_id"] / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in la] == [e["step"] for e in lb] == [5, 10, 15, 20]
+    assert [e["loss"] for e in la] == [e["loss"] for e in lb]
+
+
+def test_record_fields_and_values(tmp_path):
+    rec = train_run(CFG, tmp_path, progress=False, verbose=False)
+    records.validate_record(rec)
+    on_disk = records.read_record(tmp_path / "runs" / rec["run_id"] / "record.json")
+    assert on_disk == json.loads(json.dumps(rec))
+    assert rec["status"] == "finished" and rec["vocab_size"] == 65  # tiny shakespeare has 65 characters
+    L, d, V, T = 2, 32, 65, 32
+    assert rec["params"]["kaplan"] == 12 * L * d * d
+    assert rec["params"]["non_embedding"] == L * (12 * d * d + 13 * d) + 2 * d
+    assert rec["params"]["embedding"] == V * d + T * d
+    assert rec["tokens"] == 20 * 8 * 32
+    # An untrained 65-way model sits near ln 65 = 4.17 nats; 20 steps must already do better.
+    assert 1.0 < rec["test_loss"] < np.log(65)
+    assert rec["test_sequences"] == 64
+    assert not (tmp_path / "runs" / rec["run_id"] / "ckpt").exists()  # checkpoints freed once the record exists
+    # A finished run is not retrained: same record back, file untouched.
+    mtime = (tmp_path / "runs" / rec["run_id"] / "record.json").stat().st_mtime_ns
+    assert train_run(CFG, tmp_path, progress=False, verbose=False) == on_disk
+    assert (tmp_path / "runs" / rec["run_id"] / "record.json").stat().st_mtime_ns == mtime
+
+
+def test_divergence_is_recorded_not_raised(tmp_path):
+    import dataclasses
+
+    bad = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, lr=1e12, grad_clip=0.0, warmup_steps=0))
+    rec = train_run(bad, tmp_path, progress=False, verbose=False)
+    assert rec["status"] == "diverged" and rec["test_loss"] is None
+    assert records.read_record(tmp_path / "runs" / rec["run_id"] / "record.json")["status"] == "diverged"
+
+
+def test_cli_train_writes_record(tmp_path, capsys):
+    rc = main(["train", "--out", str(tmp_path), "--set", "model.n_layer=1", "--set", "model.d_model=16",
+               "--set", "model.seq_len=16", "--set", "train.steps=5", "--set", "train.batch_size=4",
+               "--set", "train.warmup_steps=1", "--set", "train.test_sequences=8", "--set", "mesh.data=1",
+               "--quiet", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "finished" and (tmp_path / "runs" / out["run_id"] / "record.json").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--out", "x", "--set", "model.d_model=33"],  # not divisible by n_head=2
+    ["train", "--out", "x", "--set", "model.n_layer=0"],
+    ["train", "--out", "x", "--set", "model.nope=1"],
+    ["train", "--out", "x", "--set", "train.lr=abc"],
+    ["train", "--out", "x", "--set", "data.corpus=no_such_corpus", "--set", "mesh.data=1"],
+    ["bench", "train", "--width", "-5"],
+])
+def test_cli_bad_input_is_one_line_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("depthwidth: error:")
