@@ -1,0 +1,350 @@
+"""Claim files: which worker owns an unfinished run, so no two workers train the same config.
+
+``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.experiments.records`)::
+
+    run_id, token (uuid4 of this claim), worker, num_workers, host, boot_id, pid,
+    claimed_at, heartbeat_at (Unix seconds), heartbeat_iso
+
+Protocol
+--------
+* **Claim**: create the file exclusively. Locally: write a temp file, then ``os.link`` it to
+  ``claim.json`` (fails if the name exists; the file appears with its whole content, so a kill
+  never leaves an empty claim). Through fsspec (``gs://`` with gcsfs, ``memory://``): open with
+  mode ``"xb"`` (gcsfs and s3fs turn it into a create-if-absent precondition). After a remote
+  create, or any takeover, the claim is re-read after ``settle_s``: the last writer wins and
+  everyone else backs off, which also covers filesystems that do not enforce ``"xb"``.
+* **Heartbeat**: the owner rewrites ``heartbeat_at`` every ``heartbeat_s`` from a background
+  thread (atomic replace), first checking that the file still holds its token.
+* **Stale**: a claim is taken over when its heartbeat is older than ``stale_after_s``, or at
+  once when it was made on this machine (same host name and boot id) by a process that no
+  longer runs (so a sweep restarted after a kill does not wait for the timeout). Hosts must
+  agree on the time to well within ``stale_after_s`` (NTP). An unreadable claim counts its
+  file's modification time as its heartbeat.
+* **Release**: delete the file when the run ends, fails, or the worker is interrupted.
+
+Duplicate training is prevented, not made impossible: two workers can both own a run only if a
+takeover's read-to-write gap exceeds ``settle_s`` (milliseconds against seconds); the owner's
+heartbeat then notices it lost the claim and logs it, and both write the same deterministic
+record atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CLAIM_FILE = "claim.json"
+# Tokens of the claims this process holds now: with several workers in one process (threads,
+# tests) a claim carrying our own pid is stale only if it is not one of these.
+_HELD: set[str] = set()
+
+
+def is_url(path: str | Path) -> bool:
+    """True for an fsspec URL such as ``gs://bucket/dir`` (not a plain local path)."""
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+class LocalStore:
+    """Files under a local directory (no fsspec needed)."""
+
+    enforces_exclusive = True
+
+    def __init__(self, root: str | Path):
+        self.root = Path(str(root).removeprefix("file://"))
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).exists()
+
+    def read_json(self, rel: str) -> Any:
+        """Parsed JSON, None if the file is missing, ``...`` (Ellipsis) if it is unreadable."""
+        try:
+            return json.loads(self.path(rel).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return ...
+
+    def mtime(self, rel: str) -> float | None:
+        try:
+            return self.path(rel).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def _tmp(self, p: Path, obj: Any) -> str:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return tmp
+
+    def create_exclusive(self, rel: str, obj: Any) -> bool:
+        """Create ``rel`` with ``obj`` unless it exists; True if this call created it."""
+        p = self.path(rel)
+        tmp = self._tmp(p, obj)
+        try:
+            os.link(tmp, p)  # atomic, fails if p exists, and p appears complete
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def replace(self, rel: str, obj: Any) -> None:
+        p = self.path(rel)
+        os.replace(self._tmp(p, obj), p)
+
+    def remove(self, rel: str) -> None:
+        try:
+            self.path(rel).unlink()
+        except FileNotFoundError:
+            pass
+
+
+class FsspecStore:
+    """Files under an fsspec URL (``gs://`` needs gcsfs installed)."""
+
+    enforces_exclusive = False  # verified by re-reading after settle_s (module doc)
+
+    def __init__(self, url: str):
+        import fsspec
+
+        from depthwidth.errors import UserError
+
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as e:
+            raise UserError(f"cannot open results location {url}: {e}") from None
+        self.url = url
+
+    def path(self, rel: str) -> str:
+        return f"{self.root.rstrip('/')}/{rel}"
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.path(rel))
+
+    def read_json(self, rel: str) -> Any:
+        try:
+            return json.loads(self.fs.cat_file(self.path(rel)))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return ...
+
+    def mtime(self, rel: str) -> float | None:
+        try:
+            info = self.fs.info(self.path(rel))
+        except FileNotFoundError:
+            return None
+        for key in ("mtime", "updated", "created", "LastModified"):
+            v = info.get(key)
+            if isinstance(v, (int, float)):
+                return float(v)
+            if isinstance(v, _dt.datetime):
+                return v.timestamp()
+            if isinstance(v, str):
+                try:
+                    return _dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+                except ValueError:
+                    pass
+        return None
+
+    def create_exclusive(self, rel: str, obj: Any) -> bool:
+        data = json.dumps(obj, indent=1, sort_keys=True).encode()
+        try:
+            with self.fs.open(self.path(rel), "xb") as fh:
+                fh.write(data)
+            return True
+        except FileExistsError:
+            return False
+        except (ValueError, NotImplementedError):  # a filesystem without "xb"
+            if self.exists(rel):
+                return False
+            self.fs.pipe_file(self.path(rel), data)
+            return True
+
+    def replace(self, rel: str, obj: Any) -> None:
+        # One object write: atomic on object stores; readers see the old or the new content.
+        self.fs.pipe_file(self.path(rel), json.dumps(obj, indent=1, sort_keys=True).encode())
+
+    def remove(self, rel: str) -> None:
+        try:
+            self.fs.rm_file(self.path(rel))
+        except FileNotFoundError:
+            pass
+
+
+def open_store(results: str | Path) -> LocalStore | FsspecStore:
+    """The store for a results location: local path (or ``file://``) or any fsspec URL."""
+    return FsspecStore(str(results)) if is_url(results) else LocalStore(results)
+
+
+def boot_id() -> str:
+    """This machine's boot id (Linux), '' elsewhere: with the host name it names a pid space."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (a zombie, killed but not reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class Claim:
+    """One worker's claim on one run (fields as in the module docstring; times in Unix seconds)."""
+
+    run_id: str
+    token: str
+    worker: int
+    num_workers: int
+    host: str
+    boot_id: str
+    pid: int
+    claimed_at: float
+    heartbeat_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["heartbeat_iso"] = _dt.datetime.fromtimestamp(self.heartbeat_at, _dt.UTC).isoformat(timespec="seconds")
+        return d
+
+
+def new_claim(run_id: str, worker: int, num_workers: int, now: float | None = None) -> Claim:
+    t = time.time() if now is None else now
+    return Claim(run_id=run_id, token=uuid.uuid4().hex, worker=worker, num_workers=num_workers,
+                 host=socket.gethostname(), boot_id=boot_id(), pid=os.getpid(), claimed_at=t, heartbeat_at=t)
+
+
+def claim_rel(run_id: str) -> str:
+    return f"runs/{run_id}/{CLAIM_FILE}"
+
+
+def is_stale(old: Any, *, now: float, stale_after_s: float, mtime: float | None) -> tuple[bool, str]:
+    """Whether an existing claim (parsed dict, or ``...`` if unreadable) may be taken over.
+
+    Returns (stale, reason). Reasons: "unreadable claim, ... old", "heartbeat ... s old",
+    "owner process ... is gone", or "held by ..." when not stale.
+    """
+    if not isinstance(old, dict):
+        age = now - mtime if mtime is not None else float("inf")
+        return age > stale_after_s, f"unreadable claim, {age:.0f}s old"
+    hb = old.get("heartbeat_at")
+    age = now - hb if isinstance(hb, (int, float)) else float("inf")
+    if age > stale_after_s:
+        return True, f"heartbeat {age:.0f}s old (> {stale_after_s:g}s)"
+    same_machine = old.get("host") == socket.gethostname() and old.get("boot_id", "") == boot_id()
+    pid = old.get("pid")
+    ours_now = pid == os.getpid() and old.get("token") in _HELD
+    if same_machine and isinstance(pid, int) and not ours_now and (pid == os.getpid() or not pid_alive(pid)):
+        return True, f"owner process {pid} on this host is gone"
+    return False, f"held by worker {old.get('worker')} on {old.get('host')} (pid {pid}), heartbeat {age:.0f}s ago"
+
+
+def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_s: float,
+              settle_s: float = 1.0, log: Callable[[str], None] | None = None) -> tuple[Claim | None, str]:
+    """Claim ``run_id`` for this process. Returns (claim, "") or (None, why not)."""
+    rel = claim_rel(run_id)
+    for _ in range(3):  # a claim released between our create and read: try again
+        claim = new_claim(run_id, worker, num_workers)
+        if store.create_exclusive(rel, claim.to_dict()):
+            if store.enforces_exclusive:
+                _HELD.add(claim.token)
+                return claim, ""
+            return _verify(store, rel, claim, settle_s)
+        old = store.read_json(rel)
+        if old is None:
+            continue
+        stale, why = is_stale(old, now=time.time(), stale_after_s=stale_after_s, mtime=store.mtime(rel))
+        if not stale:
+            return None, why
+        if log:
+            log(f"taking over {run_id}: {why}")
+        store.replace(rel, claim.to_dict())
+        return _verify(store, rel, claim, settle_s)
+    return None, "claim file appeared and vanished repeatedly"
+
+
+def _verify(store, rel: str, claim: Claim, settle_s: float) -> tuple[Claim | None, str]:
+    time.sleep(settle_s)
+    cur = store.read_json(rel)
+    if isinstance(cur, dict) and cur.get("token") == claim.token:
+        _HELD.add(claim.token)
+        return claim, ""
+    return None, "another worker claimed it at the same time"
+
+
+def still_ours(store, claim: Claim) -> bool:
+    cur = store.read_json(claim_rel(claim.run_id))
+    return isinstance(cur, dict) and cur.get("token") == claim.token
+
+
+def release(store, claim: Claim) -> None:
+    """Delete the claim file if it is still ours."""
+    if still_ours(store, claim):
+        store.remove(claim_rel(claim.run_id))
+    _HELD.discard(claim.token)
+
+
+class Heartbeat:
+    """Background thread refreshing ``claim.heartbeat_at`` every ``interval_s`` while training.
+
+    Use as a context manager around the training call; on exit it stops (joined before the
+    claim is released, so a late beat cannot re-create a released claim). ``lost`` becomes
+    True if the file stopped holding our token (another worker took the run over).
+    """
+
+    def __init__(self, store, claim: Claim, interval_s: float, log: Callable[[str], None] | None = None):
+        self.store, self.claim, self.interval_s, self.log = store, claim, interval_s, log
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{claim.run_id}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                if not still_ours(self.store, self.claim):
+                    if not self.lost and self.log:
+                        self.log(f"lost the claim on {self.claim.run_id} to another worker")
+                    self.lost = True
+                    continue
+                self.claim.heartbeat_at = time.time()
+                self.store.replace(claim_rel(self.claim.run_id), self.claim.to_dict())
+            except OSError as e:  # a transient filesystem error must not kill training
+                if self.log:
+                    self.log(f"heartbeat for {self.claim.run_id} failed: {e}")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,0 +1,302 @@
+"""Sweep presets: a depth × width × seed (× corpus) grid over one base RunConfig, as a TOML file.
+
+A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.toml``::
+
+    name = "cpu"                       # must equal the file stem for a built-in preset
+    description = "one paragraph: what it reproduces, at what cost, and why these choices"
+    expected_minutes = 45.0            # optional: measured wall time on the stated machine
+    notes = "..."                      # optional free text (shown by `depthwidth presets show`)
+
+    [base.model]                       # the base RunConfig, sections as in depthwidth.config;
+    n_head = 2                         # it is also what `depthwidth train --preset NAME` trains
+    [base.data]
+    [base.train]
+    [base.mesh]
+
+    [grid]
+    depths = [2, 4, 8]                 # model.n_layer values
+    seeds = [0, 1]                     # train.seed values
+    corpora = ["tinyshakespeare"]      # optional: data.corpus values (default: base.data.corpus)
+    [grid.widths]                      # model.d_model values per depth (keys are the depths)
+    2 = [32, 64]
+    4 = [24, 48]
+    8 = [16, 32]
+    [grid.overrides.8.train]           # optional: per-depth changes to the base, same sections
+    lr = 2e-3
+    [grid.scale_steps]                 # optional: steps from a token budget per parameter
+    tokens_per_param = 20.0            # steps = round(tokens_per_param * N / (batch_size*seq_len)),
+    min_steps = 200                    #   N = 12*L*d^2 (Kaplan et al. 2020), clamped to
+    max_steps = 5000                   #   [min_steps, max_steps]; warm-up capped at the steps
+
+Every grid point becomes one RunConfig (``model.n_layer``, ``model.d_model``, ``train.seed`` and
+``data.corpus`` set from the grid, per-depth overrides and step scaling applied) and is
+validated like any config. Runs are ordered corpus, seed, depth, width: a single worker
+finishes a whole one-seed sweep before it starts the second seed, so a partial sweep already
+covers the grid.
+
+Raises :class:`~depthwidth.errors.UserError` naming the file for an unknown preset, malformed
+TOML, an unknown or missing key, an empty grid, duplicate grid values, a width not divisible by
+``n_head``, or any other invalid config value.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from depthwidth.config import RunConfig, from_dict, load_toml
+from depthwidth.errors import UserError
+
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid"}
+GRID_KEYS = {"depths", "widths", "seeds", "corpora", "overrides", "scale_steps"}
+SCALE_KEYS = {"tokens_per_param", "min_steps", "max_steps"}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A loaded, validated preset.
+
+    name, description, notes: text; path: the TOML file; expected_minutes: measured wall time
+    (minutes) or None; base: the base RunConfig; depths, seeds, corpora: the grid axes;
+    widths: depth -> widths; runs: every grid point as a RunConfig, in run order (module doc).
+    """
+
+    name: str
+    description: str
+    path: Path
+    base: RunConfig
+    depths: tuple[int, ...]
+    widths: dict[int, tuple[int, ...]]
+    seeds: tuple[int, ...]
+    corpora: tuple[str, ...]
+    runs: tuple[RunConfig, ...]
+    expected_minutes: float | None = None
+    notes: str = ""
+
+    def runs_for(self, corpus: str) -> tuple[RunConfig, ...]:
+        """The runs on one corpus (each corpus is a separate sweep for the fit)."""
+        return tuple(r for r in self.runs if r.data.corpus == corpus)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready description (what ``depthwidth presets show --json`` prints)."""
+        return {
+            "name": self.name, "description": self.description, "path": str(self.path),
+            "expected_minutes": self.expected_minutes, "notes": self.notes,
+            "depths": list(self.depths), "widths": {str(k): list(v) for k, v in self.widths.items()},
+            "seeds": list(self.seeds), "corpora": list(self.corpora), "n_runs": len(self.runs),
+            "base": self.base.to_dict(),
+            "runs": [{"run_id": r.run_id(), "corpus": r.data.corpus, "n_layer": r.model.n_layer,
+                      "d_model": r.model.d_model, "seed": r.train.seed, "steps": r.train.steps,
+                      "kaplan_params": 12 * r.model.n_layer * r.model.d_model ** 2} for r in self.runs],
+        }
+
+
+def available() -> list[str]:
+    """Names of the built-in presets (the TOML files shipped in ``experiments/presets``)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def preset_path(name_or_path: str | Path) -> Path:
+    """A built-in preset name -> its file; anything that looks like a path -> that path.
+
+    Raises UserError for a name that is neither a built-in preset nor an existing file.
+    """
+    s = str(name_or_path)
+    p = Path(s).expanduser()
+    if s.endswith(".toml") or "/" in s or p.is_file():
+        if not p.is_file():
+            raise UserError(f"preset file not found: {p}")
+        return p
+    builtin = PRESET_DIR / f"{s}.toml"
+    if not builtin.is_file():
+        raise UserError(f"unknown preset {s!r}; built-in presets: {', '.join(available())} (or pass a .toml path)")
+    return builtin
+
+
+def _int_list(value: Any, what: str, where: str, *, minimum: int) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{where}: {what} must be a non-empty list of integers")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise UserError(f"{where}: {what} must hold integers >= {minimum}, got {v!r}")
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: {what} has duplicates: {value}")
+    return tuple(value)
+
+
+def _unknown(d: dict[str, Any], allowed: set[str], what: str, where: str) -> None:
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, extra))} in {what} "
+                        f"(allowed: {', '.join(sorted(allowed))})")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _depth_keyed(table: Any, what: str, depths: tuple[int, ...], where: str) -> dict[int, Any]:
+    if not isinstance(table, dict):
+        raise UserError(f"{where}: {what} must be a table keyed by depth")
+    out = {}
+    for k, v in table.items():
+        try:
+            L = int(k)
+        except ValueError:
+            raise UserError(f"{where}: {what} key {k!r} is not a depth") from None
+        if L not in depths:
+            raise UserError(f"{where}: {what} has depth {L}, which is not in grid.depths {list(depths)}")
+        out[L] = v
+    return out
+
+
+def scaled_steps(tokens_per_param: float, n_layer: int, d_model: int, batch_size: int, seq_len: int,
+                 min_steps: int, max_steps: int) -> int:
+    """Optimiser steps that train on ``tokens_per_param`` tokens per non-embedding parameter.
+
+    N = 12·L·d² (Kaplan et al. 2020, the N of Levine et al.'s law); tokens per step = B·T;
+    steps = round(tokens_per_param·N / (B·T)), clamped to [min_steps, max_steps].
+    """
+    N = 12 * n_layer * d_model * d_model
+    return int(min(max_steps, max(min_steps, round(tokens_per_param * N / (batch_size * seq_len)))))
+
+
+def _scale(cfg: dict[str, Any], spec: dict[str, Any], where: str) -> dict[str, Any]:
+    base_train = RunConfig().train
+    B = cfg.get("train", {}).get("batch_size", base_train.batch_size)
+    T = cfg.get("model", {}).get("seq_len", RunConfig().model.seq_len)
+    steps = scaled_steps(spec["tokens_per_param"], cfg["model"]["n_layer"], cfg["model"]["d_model"], B, T,
+                         spec["min_steps"], spec["max_steps"])
+    train = dict(cfg.get("train", {}))
+    train["steps"] = steps
+    train["warmup_steps"] = min(train.get("warmup_steps", base_train.warmup_steps), steps)
+    return {**cfg, "train": train}
+
+
+def _scale_spec(raw: Any, where: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: grid.scale_steps must be a table")
+    _unknown(raw, SCALE_KEYS, "grid.scale_steps", where)
+    missing = sorted(SCALE_KEYS - set(raw))
+    if missing:
+        raise UserError(f"{where}: grid.scale_steps needs {', '.join(missing)}")
+    tpp = raw["tokens_per_param"]
+    if isinstance(tpp, bool) or not isinstance(tpp, (int, float)) or not (math.isfinite(tpp) and tpp > 0):
+        raise UserError(f"{where}: grid.scale_steps.tokens_per_param must be a positive number, got {tpp!r}")
+    lo, hi = raw["min_steps"], raw["max_steps"]
+    if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+        raise UserError(f"{where}: grid.scale_steps needs integers 1 <= min_steps <= max_steps, got {lo!r}, {hi!r}")
+    return {"tokens_per_param": float(tpp), "min_steps": lo, "max_steps": hi}
+
+
+def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
+    """Validate a parsed preset TOML (``raw``) read from ``path`` and expand its grid."""
+    where = f"preset {path}"
+    _unknown(raw, TOP_KEYS, "the preset", where)
+    for key in ("name", "description", "base", "grid"):
+        if key not in raw:
+            raise UserError(f"{where}: missing {key!r}")
+    name, desc = raw["name"], raw["description"]
+    if not (isinstance(name, str) and name.strip() and isinstance(desc, str) and desc.strip()):
+        raise UserError(f"{where}: name and description must be non-empty strings")
+    if path.resolve().parent == PRESET_DIR and name != path.stem:
+        raise UserError(f"{where}: name {name!r} must equal the file name {path.stem!r}")
+    minutes = raw.get("expected_minutes")
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0):
+        raise UserError(f"{where}: expected_minutes must be a positive number, got {minutes!r}")
+    notes = raw.get("notes", "")
+    if not isinstance(notes, str):
+        raise UserError(f"{where}: notes must be a string")
+
+    base_raw = raw["base"]
+    if not isinstance(base_raw, dict):
+        raise UserError(f"{where}: base must be a table with model/data/train/mesh sections")
+    try:
+        base = from_dict(base_raw)
+    except UserError as e:
+        raise UserError(f"{where}: base: {e}") from None
+
+    grid = raw["grid"]
+    if not isinstance(grid, dict):
+        raise UserError(f"{where}: grid must be a table")
+    _unknown(grid, GRID_KEYS, "grid", where)
+    for key in ("depths", "widths", "seeds"):
+        if key not in grid:
+            raise UserError(f"{where}: grid.{key} is missing")
+    depths = _int_list(grid["depths"], "grid.depths", where, minimum=1)
+    seeds = _int_list(grid["seeds"], "grid.seeds", where, minimum=0)
+    widths_raw = _depth_keyed(grid["widths"], "grid.widths", depths, where)
+    widths = {}
+    for L in depths:
+        if L not in widths_raw:
+            raise UserError(f"{where}: grid.widths has no widths for depth {L}")
+        widths[L] = _int_list(widths_raw[L], f"grid.widths.{L}", where, minimum=1)
+    corpora = grid.get("corpora", [base.data.corpus])
+    if not (isinstance(corpora, list) and corpora and all(isinstance(c, str) and c for c in corpora)):
+        raise UserError(f"{where}: grid.corpora must be a non-empty list of corpus names or paths")
+    if len(set(corpora)) != len(corpora):
+        raise UserError(f"{where}: grid.corpora has duplicates: {corpora}")
+    overrides = _depth_keyed(grid.get("overrides", {}), "grid.overrides", depths, where)
+    for L, o in overrides.items():
+        if not isinstance(o, dict):
+            raise UserError(f"{where}: grid.overrides.{L} must be a table of config sections")
+    scale = _scale_spec(grid.get("scale_steps"), where)
+
+    runs = []
+    for corpus in corpora:
+        for seed in seeds:
+            for L in depths:
+                for d in widths[L]:
+                    cfg = _merge(base.to_dict(), overrides.get(L, {}))
+                    cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed},
+                                       "data": {"corpus": corpus}})
+                    if scale:
+                        cfg = _scale(cfg, scale, where)
+                    try:
+                        runs.append(from_dict(cfg))
+                    except UserError as e:
+                        raise UserError(f"{where}: grid point L={L} d={d} seed={seed} corpus={corpus}: {e}") from None
+    ids = [r.run_id() for r in runs]
+    if len(set(ids)) != len(ids):
+        raise UserError(f"{where}: two grid points have the same run id (duplicate grid values?)")
+    return Preset(name=name, description=" ".join(desc.split()), path=path, base=base, depths=depths,
+                  widths=widths, seeds=seeds, corpora=tuple(corpora), runs=tuple(runs),
+                  expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip())
+
+
+def load_preset(name_or_path: str | Path) -> Preset:
+    """Load and validate a preset by built-in name (``smoke``, ``cpu``, ``levine2020``) or path.
+
+    Raises UserError (one line, naming the file) for any problem; see the module docstring.
+    """
+    path = preset_path(name_or_path)
+    return parse_preset(load_toml(path), path)
+
+
+def with_overrides(preset: Preset, assignments: list[str]) -> Preset:
+    """The preset with ``section.field=value`` overrides applied to every run and to the base
+    (e.g. ``train.steps=10`` for a quick try). Overriding a grid axis (n_layer, d_model, seed,
+    corpus) is refused: edit the grid instead. Raises UserError on a bad assignment."""
+    from depthwidth.config import override
+
+    grid_fields = {"model.n_layer", "model.d_model", "train.seed", "data.corpus"}
+    for a in assignments:
+        if a.split("=", 1)[0].strip() in grid_fields:
+            raise UserError(f"--set {a!r} changes a grid axis; edit the preset's grid instead")
+    if not assignments:
+        return preset
+    runs = tuple(override(r, assignments) for r in preset.runs)
+    return dataclasses.replace(preset, base=override(preset.base, assignments), runs=runs)

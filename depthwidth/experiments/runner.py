@@ -1,0 +1,376 @@
+"""The sweep runner: train every run of a preset once, across restarts and several workers.
+
+``depthwidth sweep --preset P --results DIR [--worker I --num-workers N]`` calls
+:func:`run_sweep`. For each run of the preset (DESIGN §2, Results store):
+
+* a run whose ``record.json`` exists is skipped without loading anything;
+* otherwise the worker claims it (:mod:`depthwidth.experiments.claims`: one claim file per run,
+  a heartbeat thread while it trains, stale claims of dead workers taken over) and calls
+  :func:`depthwidth.models.train.train_run`, which resumes from the run's last orbax checkpoint
+  and writes the record atomically (status "finished" or "diverged");
+* the claim is released when the run ends, fails, or the worker is stopped (Ctrl-C, SIGTERM).
+
+Worker I of N first takes the runs at positions I, I+N, I+2N, ... of the preset's run order,
+then (unless ``steal=False``) any other run nobody holds, so a fast worker helps a slow one and
+a dead worker's runs are picked up once its claims go stale.
+
+Layout: a one-corpus preset writes ``DIR/runs/<run_id>/``; a preset over several corpora
+writes ``DIR/<corpus>/runs/<run_id>/``, because a results table (and a fit) holds one corpus.
+
+Progress: train_run's per-run bar, and after every run one line with runs done/total and an ETA
+(:func:`eta_seconds`).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from depthwidth.config import RunConfig
+from depthwidth.errors import UserError
+from depthwidth.experiments import claims
+from depthwidth.experiments.presets import Preset
+
+DEFAULT_STALE_AFTER_S = 600.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a sweep: its config, the results directory its record goes to, its corpus."""
+
+    cfg: RunConfig
+    results: str
+    corpus: str
+
+    @property
+    def run_id(self) -> str:
+        return self.cfg.run_id()
+
+
+def _safe(name: str) -> str:
+    """A corpus name or path as one directory name (``/data/web.txt`` -> ``web``)."""
+    stem = Path(name.rstrip("/")).name
+    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) or "corpus"
+
+
+def join(results: str | Path, *parts: str) -> str:
+    """Join path parts onto a local path or an fsspec URL."""
+    base = str(results)
+    if claims.is_url(base):
+        return "/".join([base.rstrip("/"), *parts])
+    return str(Path(base, *parts))
+
+
+def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
+    """corpus -> results directory of its runs (module doc: one corpus = DIR itself)."""
+    if len(preset.corpora) == 1:
+        return {preset.corpora[0]: str(results)}
+    names = [_safe(c) for c in preset.corpora]
+    if len(set(names)) != len(names):
+        raise UserError(f"preset {preset.name}: corpora {list(preset.corpora)} map to the same directory names")
+    return {c: join(results, n) for c, n in zip(preset.corpora, names)}
+
+
+def plan(preset: Preset, results: str | Path) -> list[Job]:
+    """Every run of ``preset`` with its results directory, in the preset's run order."""
+    dirs = group_dirs(preset, results)
+    return [Job(cfg, dirs[cfg.data.corpus], cfg.data.corpus) for cfg in preset.runs]
+
+
+def order_for_worker(jobs: list[Job], worker: int, num_workers: int, steal: bool = True) -> list[Job]:
+    """Worker ``worker``'s own runs (positions worker, worker+N, ...) then, if ``steal``, the rest."""
+    if num_workers < 1 or not 0 <= worker < num_workers:
+        raise UserError(f"--worker must be in 0..{num_workers - 1} (--num-workers {num_workers}), got {worker}")
+    own = [j for i, j in enumerate(jobs) if i % num_workers == worker]
+    rest = [j for i, j in enumerate(jobs) if i % num_workers != worker]
+    return own + rest if steal else own
+
+
+def _flops_per_token(cfg: RunConfig, vocab_size: int) -> float:
+    from depthwidth.theory.compute import train_flops_per_token
+
+    m = cfg.model
+    return float(train_flops_per_token(m.n_layer, m.d_model, m.seq_len, vocab_size=vocab_size, d_ff=m.ff_width))
+
+
+def run_cost(cfg: RunConfig, vocab_size: int = 0) -> float:
+    """Training FLOPs of a run: steps · B · T · train_flops_per_token (theory.compute, causal
+    convention: 6N + 6Vd + 6LTd per token; DESIGN §1.1)."""
+    t = cfg.train
+    return t.steps * t.batch_size * cfg.model.seq_len * _flops_per_token(cfg, vocab_size or cfg.model.vocab_size)
+
+
+def eta_seconds(done: list[dict[str, Any]], remaining: list[RunConfig], num_workers: int = 1,
+                overhead_s: float | None = None) -> float | None:
+    """Estimated seconds until ``remaining`` runs are trained by ``num_workers`` workers.
+
+    Model: a run costs a fixed overhead plus its training FLOPs (:func:`run_cost`) at the speed
+    the finished runs achieved, Σ wall_s / Σ FLOPs (``wall_s`` is a record's training time,
+    compilation excluded). Runs of very different size thus get very different times, which a
+    plain mean of wall times would not. The overhead is ``overhead_s`` when given (the runner
+    passes the mean measured time per run outside training: compile, data, evaluation,
+    checkpoints), else the mean ``compile_s`` of the finished runs. Remaining runs take their
+    vocabulary size from a finished run on the same corpus and tokenizer (0 if none). None
+    when no finished record has a wall time.
+    """
+    timed = [r for r in done if isinstance(r.get("wall_s"), (int, float)) and r.get("config")]
+    if not remaining:
+        return 0.0
+    if not timed:
+        return None
+    from depthwidth.config import from_dict
+
+    spent, work, overhead = 0.0, 0.0, 0.0
+    vocab: dict[tuple[str, str], int] = {}
+    for r in timed:
+        cfg = from_dict(r["config"])
+        V = int(r.get("vocab_size") or cfg.model.vocab_size or 0)
+        vocab[(cfg.data.corpus, cfg.data.tokenizer)] = V
+        # a diverged run stops early: its cost is the steps it actually took
+        steps = int(r.get("steps") or cfg.train.steps)
+        spent += float(r["wall_s"])
+        work += steps * cfg.train.batch_size * cfg.model.seq_len * _flops_per_token(cfg, V)
+        overhead += float(r.get("compile_s") or 0.0)
+    overhead = overhead_s if overhead_s is not None else overhead / len(timed)
+    rate = spent / work if work > 0 else 0.0
+    total = sum(overhead + rate * run_cost(c, vocab.get((c.data.corpus, c.data.tokenizer), 0)) for c in remaining)
+    return total / max(1, num_workers)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``12s``; '?' when unknown."""
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def compile_cache_dir() -> Path:
+    """Where the runner keeps JAX's persistent compilation cache: ``<cache>/jax`` next to the
+    prepared corpora (``$DEPTHWIDTH_CACHE`` or ``~/.cache/depthwidth``)."""
+    from depthwidth.models.data import cache_root
+
+    return cache_root().parent / "jax"
+
+
+def enable_compile_cache(path: str | Path | None) -> None:
+    """Turn on JAX's persistent compilation cache at ``path`` (None: leave JAX as it is).
+
+    The runs of one shape differ only in their seed, which the compiled train step does not
+    depend on (dropout off), so every seed after the first loads the step from this cache
+    instead of compiling it again: on a CPU, compilation is most of a small run's time.
+    """
+    if path is None:
+        return
+    import jax
+
+    Path(path).mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@dataclass
+class SweepReport:
+    """What one worker's sweep did. Counts are over the whole preset (all workers' records).
+
+    total: runs in the preset; done_before: records present when this worker started;
+    finished / diverged: records by status at the end; trained: run ids this worker trained;
+    failed: [{run_id, error}] runs whose training raised (claim released, retried next sweep);
+    busy: [{run_id, why}] runs held by other live workers when this one stopped looking;
+    remaining: runs without a record at the end; wall_s: this worker's wall time (seconds).
+    """
+
+    preset: str
+    results: str
+    groups: dict[str, str]
+    worker: int
+    num_workers: int
+    total: int
+    done_before: int = 0
+    finished: int = 0
+    diverged: int = 0
+    trained: list[str] = field(default_factory=list)
+    failed: list[dict[str, str]] = field(default_factory=list)
+    busy: list[dict[str, str]] = field(default_factory=list)
+    remaining: int = 0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def complete(self) -> bool:
+        return self.remaining == 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so every claim is released on the way out."""
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_workers: int = 1,
+              data_dir: str | Path | None = None, stale_after_s: float = DEFAULT_STALE_AFTER_S,
+              heartbeat_s: float | None = None, settle_s: float = 1.0, steal: bool = True,
+              progress: bool = True, verbose: bool = True, compile_cache: str | Path | None | bool = True,
+              train_fn: Callable[..., dict[str, Any] | None] | None = None,
+              log: Callable[[str], None] = _stderr) -> SweepReport:
+    """Train every run of ``preset`` that has no record under ``results`` (module docstring).
+
+    Args:
+        preset: a loaded :class:`~depthwidth.experiments.presets.Preset`.
+        results: results directory (local path; fsspec URLs work for the claims and record
+            checks, and for training once the engine writes through fsspec).
+        worker, num_workers: this worker's index I in 0..N-1 and the number of workers N.
+        data_dir: corpora directory passed to the engine (default ``$DEPTHWIDTH_DATA``).
+        stale_after_s: a claim whose heartbeat is older than this (seconds) is taken over.
+        heartbeat_s: heartbeat period (seconds); default stale_after_s / 10.
+        settle_s: wait (seconds) before re-reading a claim made by takeover or remotely.
+        steal: after its own runs, also take runs assigned to other workers that nobody holds.
+        progress, verbose: the engine's per-run progress bar and messages.
+        compile_cache: True = JAX persistent compilation cache in :func:`compile_cache_dir`,
+            a path = there, False/None = off. Only used with the real engine.
+        train_fn: the training function (default :func:`depthwidth.models.train.train_run`).
+        log: where progress lines go (default stderr).
+
+    Returns a :class:`SweepReport`. Raises UserError for bad arguments or a UserError from the
+    engine (bad data or config: every other run would fail the same way); KeyboardInterrupt on
+    Ctrl-C or SIGTERM, after releasing the claim. Any other exception from one run is reported
+    in ``failed`` and the sweep goes on.
+    """
+    if not stale_after_s > 0:
+        raise UserError(f"--stale-after must be > 0 seconds, got {stale_after_s}")
+    hb = heartbeat_s if heartbeat_s is not None else stale_after_s / 10.0
+    if not 0 < hb < stale_after_s:
+        raise UserError(f"heartbeat period must be in (0, stale_after={stale_after_s:g}) seconds, got {hb:g}")
+    jobs = plan(preset, results)
+    order = order_for_worker(jobs, worker, num_workers, steal)
+    if train_fn is None:
+        if claims.is_url(results):
+            raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
+                            "paths only; use a local or mounted (e.g. gcsfuse) directory")
+        from depthwidth.models.train import train_run as train_fn  # noqa: N813 - lazy: imports jax
+
+        if compile_cache is True:
+            compile_cache = compile_cache_dir()
+        enable_compile_cache(compile_cache or None)
+
+    stores = {d: claims.open_store(d) for d in {j.results for j in jobs}}
+    t0 = time.perf_counter()
+    report = SweepReport(preset=preset.name, results=str(results), groups=group_dirs(preset, results),
+                         worker=worker, num_workers=num_workers, total=len(jobs))
+    done: dict[str, dict[str, Any]] = {}
+    overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
+
+    def record_of(job: Job) -> dict[str, Any] | None:
+        if job.run_id in done:
+            return done[job.run_id]
+        rec = stores[job.results].read_json(f"runs/{job.run_id}/record.json")
+        if isinstance(rec, dict):
+            done[job.run_id] = rec
+            return rec
+        return None
+
+    for j in jobs:
+        record_of(j)
+    report.done_before = len(done)
+    tag = f"[sweep {preset.name}" + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]")
+
+    def status_line() -> str:
+        left = [j.cfg for j in jobs if j.run_id not in done]
+        n_div = sum(1 for r in done.values() if r.get("status") == "diverged")
+        eta = eta_seconds(list(done.values()), left, num_workers,
+                          sum(overheads) / len(overheads) if overheads else None)
+        extra = f", {n_div} diverged" if n_div else ""
+        extra += f", {len(report.failed)} failed" if report.failed else ""
+        return (f"{tag} {len(done)}/{len(jobs)} runs done{extra}; trained here {len(report.trained)}; "
+                f"ETA {fmt_duration(eta)}" + (f" ({len(left)} left)" if left else ""))
+
+    log(f"{tag} {len(jobs)} runs, {report.done_before} already done, results in {results}")
+    main = threading.current_thread() is threading.main_thread()
+    old_term = None
+    if main:
+        def _on_term(signum, frame):
+            raise _Terminated("SIGTERM")
+
+        old_term = signal.signal(signal.SIGTERM, _on_term)
+    busy: dict[str, str] = {}
+    try:
+        for job in order:
+            if record_of(job) is not None:
+                continue
+            store = stores[job.results]
+            claim, why = claims.try_claim(store, job.run_id, worker=worker, num_workers=num_workers,
+                                          stale_after_s=stale_after_s, settle_s=settle_s, log=log)
+            if claim is None:
+                busy[job.run_id] = why
+                continue
+            busy.pop(job.run_id, None)
+            try:
+                if record_of(job) is not None:  # finished by another worker just before our claim
+                    continue
+                log(f"{tag} training {job.run_id} ({len(done) + 1}/{len(jobs)}; L={job.cfg.model.n_layer} "
+                    f"d={job.cfg.model.d_model} seed={job.cfg.train.seed} corpus={job.corpus})")
+                t_run = time.perf_counter()
+                with claims.Heartbeat(store, claim, hb, log=log):
+                    try:
+                        rec = train_fn(job.cfg, job.results, data_dir=data_dir, resume=True,
+                                       progress=progress, verbose=verbose)
+                    except (UserError, KeyboardInterrupt):
+                        raise
+                    except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
+                        report.failed.append({"run_id": job.run_id, "error": f"{type(e).__name__}: {e}"})
+                        log(f"{tag} run {job.run_id} failed:\n{traceback.format_exc()}")
+                        continue
+                if rec is not None:
+                    done[job.run_id] = rec
+                    report.trained.append(job.run_id)
+                    if isinstance(rec.get("wall_s"), (int, float)):
+                        overheads.append(max(0.0, time.perf_counter() - t_run - rec["wall_s"]))
+                    if rec.get("status") == "diverged":
+                        log(f"{tag} {job.run_id} diverged (recorded)")
+                log(status_line())
+            finally:
+                claims.release(store, claim)
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, old_term)
+
+    report.busy = [{"run_id": k, "why": v} for k, v in busy.items() if k not in done]
+    report.finished = sum(1 for r in done.values() if r.get("status") == "finished")
+    report.diverged = sum(1 for r in done.values() if r.get("status") == "diverged")
+    report.remaining = sum(1 for j in jobs if j.run_id not in done)
+    report.wall_s = time.perf_counter() - t0
+    return report
+
+
+def report_text(rep: SweepReport) -> str:
+    """The human summary of a :class:`SweepReport` (what ``depthwidth sweep`` prints)."""
+    lines = [f"sweep {rep.preset}: {rep.finished + rep.diverged}/{rep.total} runs have records "
+             f"({rep.finished} finished, {rep.diverged} diverged); this worker trained {len(rep.trained)} "
+             f"in {fmt_duration(rep.wall_s)}; {rep.done_before} were done before"]
+    for corpus, d in rep.groups.items():
+        lines.append(f"  results ({corpus}): {d}")
+    for f in rep.failed:
+        lines.append(f"  failed: {f['run_id']}: {f['error']}")
+    if rep.busy:
+        lines.append(f"  {len(rep.busy)} run(s) held by other workers: "
+                     + ", ".join(b["run_id"] for b in rep.busy[:5]) + (" ..." if len(rep.busy) > 5 else ""))
+    if rep.remaining and not rep.busy and not rep.failed:
+        lines.append(f"  {rep.remaining} run(s) without a record")
+    return "\n".join(lines)

@@ -1,0 +1,299 @@
+"""``depthwidth reproduce``: sweep -> fit -> figures -> a short summary, theory next to experiment.
+
+:func:`reproduce` runs the preset's sweep (:func:`depthwidth.experiments.runner.run_sweep`:
+finished runs are skipped), then for each corpus of the preset fits the transition points and
+the law ln d_x = a + b·L (:func:`depthwidth.fits.lawfit.build_fit`, written as ``fit.json``),
+draws the figures (:func:`depthwidth.paper_figs.make_all`, into ``figures/``) and writes
+``summary.json`` and ``summary.md``.
+
+Output layout (``OUT`` = ``--out``, default the results directory): a one-corpus preset writes
+``OUT/fit.json``, ``OUT/figures/``, ``OUT/summary.{json,md}``, the places ``depthwidth fit``
+and ``depthwidth figs`` use by default; a preset over several corpora writes each corpus's fit
+and figures under ``OUT/<corpus>/`` and one summary in ``OUT``.
+
+What the summary compares (per corpus):
+
+* the fitted a, b with their standard errors and 95% intervals, next to the published
+  a = 5.039, b = 0.0555 (Levine et al. 2020, arXiv 2006.12467 v3); the paper gives no errors,
+  so the distance is counted in *our* standard errors: z = (b − b_paper)/σ_b; and the theory's
+  threshold slope ln 3 = 1.0986 (L_th = log₃ d_x, i.e. ln d_x = L·ln 3; DESIGN §1.3);
+* each depth pair: crossed (N* with its 95% bootstrap interval, the width d_x at the pair's
+  assigned depth) or not, and on which side the transition must lie (its fit status); and the
+  size at which the published law puts that pair's transition, N_paper = 12·L·exp(2a + 2b·L)
+  at the same assigned depth L (:func:`depthwidth.fits.projections.transition_params`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from depthwidth.errors import UserError
+from depthwidth.experiments.presets import Preset
+
+THEORY_SLOPE = math.log(3.0)  # ln d_x = L ln 3 at the threshold L_th = log3(d_x) (Levine et al. 2020, Thm 1/2)
+
+
+def fmt_count(x: float | None) -> str:
+    """12345 -> '12.3K', 1.1e6 -> '1.1M' (3 significant digits); '-' for None."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
+
+
+def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
+    """Fitted law vs the published one: {fitted, paper, theory_slope, z_a, z_b}.
+
+    z = (fitted − paper)/stderr (our stderr: the paper publishes none); None without a law.
+    """
+    from depthwidth.fits.law import levine2020
+
+    pub = levine2020()
+    out: dict[str, Any] = {"paper": {"a": pub.a, "b": pub.b, "source": pub.source},
+                           "theory_slope": THEORY_SLOPE, "fitted": None, "z_a": None, "z_b": None}
+    if not law:
+        return out
+    se = law.get("stderr") or {}
+    out["fitted"] = {k: law.get(k) for k in ("a", "b", "stderr", "ci95", "n_points", "dof", "chi2_red", "r2")}
+    boot = law.get("bootstrap")
+    if boot:
+        out["fitted"]["bootstrap_ci95"] = boot.get("ci95")
+    for k, ref in (("a", pub.a), ("b", pub.b)):
+        s = se.get(k)
+        if isinstance(s, (int, float)) and s > 0:
+            out[f"z_{k}"] = (law[k] - ref) / s
+    return out
+
+
+def _side(p: dict[str, Any]) -> str:
+    """Where a pair without a crossing has its transition, in words with the N range."""
+    rng = p.get("N_range")
+    span = f"N = {fmt_count(rng[0])}..{fmt_count(rng[1])}" if rng else "the measured range"
+    st = p["status"]
+    if st == "deeper_worse_throughout":
+        return f"L={p['L_d']} worse than L={p['L_s']} over {span}: transition above {fmt_count(rng[1]) if rng else 'it'}"
+    if st == "deeper_better_throughout":
+        return f"L={p['L_d']} better than L={p['L_s']} over {span}: transition below {fmt_count(rng[0]) if rng else 'it'}"
+    if st == "reversed":
+        return f"L={p['L_d']} better at small N and worse at large N over {span}: no transition of the expected kind"
+    return p.get("meaning") or st
+
+
+def pair_rows(fit: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per depth pair the fit examined, sorted by (L_s, L_d), with the published law's
+    transition size at the pair's assigned depth (module docstring)."""
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import transition_params
+
+    pub = levine2020()
+    rows = []
+    for p in sorted(list(fit.get("points") or []) + list(fit.get("no_crossing") or []),
+                    key=lambda p: (p["L_s"], p["L_d"])):
+        crossed = p.get("N_star") is not None
+        rows.append({
+            "pair": [p["L_s"], p["L_d"]], "L": p["L"], "status": p["status"], "crossed": crossed,
+            "N_star": p.get("N_star"), "N_star_ci95": p.get("N_star_ci95"), "d_x": p.get("d_x"),
+            "sigma_ln_d_x": p.get("sigma_ln_d_x"), "N_range": p.get("N_range"),
+            "N_paper": transition_params(p["L"], pub), "d_x_paper": math.exp(pub.a + pub.b * p["L"]),
+            "where": None if crossed else _side(p),
+        })
+    return rows
+
+
+def corpus_summary(results: str, fit: dict[str, Any] | None, fit_error: str | None,
+                   fit_path: str | None, figures: list[str], figures_error: str | None) -> dict[str, Any]:
+    """The summary of one corpus's results (see :func:`reproduce`)."""
+    out: dict[str, Any] = {"results": results, "fit_path": fit_path, "fit_error": fit_error,
+                           "figures": figures, "figures_error": figures_error}
+    if fit is None:
+        out.update(status=None, table=None, pairs=[], law=compare_law(None), warnings=[], options=None)
+        return out
+    out.update(status=fit["status"], table=fit.get("table"), pairs=pair_rows(fit), law=compare_law(fit.get("law")),
+               warnings=list(fit.get("warnings") or []), options=fit.get("options"))
+    return out
+
+
+def _fit_one(results: str, out_dir: Path, pairs: str, assign: str, bootstrap: int,
+             figures: bool) -> dict[str, Any]:
+    from depthwidth.experiments.records import write_json_atomic
+    from depthwidth.fits.lawfit import build_fit
+    from depthwidth.fits.table import load_table
+
+    fit = fit_error = fit_path = None
+    try:
+        table = load_table(results)
+        fit = build_fit(table, pairs=pairs, assign=assign, bootstrap=bootstrap)
+        fit_path = str(out_dir / "fit.json")
+        write_json_atomic(fit_path, fit)
+    except UserError as e:  # e.g. every run diverged, or one depth only: say so, draw what can be drawn
+        fit_error = str(e)
+    figs: list[str] = []
+    figs_error = None
+    if figures:
+        from depthwidth.paper_figs import make_all
+
+        try:
+            figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures")]
+        except UserError as e:
+            figs_error = str(e)
+    return corpus_summary(results, fit, fit_error, fit_path, figs, figs_error)
+
+
+def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = None, pairs: str = "doubling",
+              assign: str = "geom", bootstrap: int = 1000, figures: bool = True,
+              sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sweep, fit, figures and summary for ``preset`` (module docstring); returns the summary dict.
+
+    Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
+    (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
+    ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
+    files (summary.json, summary.md), wall_s. Raises UserError for bad options (checked before
+    any training) or a UserError from the sweep.
+    """
+    from depthwidth.experiments import runner
+    from depthwidth.experiments.records import write_json_atomic
+    from depthwidth.fits.transitions import assigned_depth, select_pairs
+
+    select_pairs([1, 2], pairs)  # validate the fit options before hours of training
+    assigned_depth(1, 2, assign)
+    if str(results).startswith(("gs://", "s3://")) or (out and "://" in str(out)):
+        raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "
+                        "`depthwidth sweep`, then copy the records")
+    t0 = time.perf_counter()
+    rep = runner.run_sweep(preset, results, **(sweep_kwargs or {}))
+    out_root = Path(out) if out is not None else Path(results)
+    groups = runner.group_dirs(preset, results)
+    per: dict[str, Any] = {}
+    for corpus, gdir in groups.items():
+        odir = out_root if len(groups) == 1 else out_root / Path(gdir).name
+        per[corpus] = _fit_one(gdir, odir, pairs, assign, bootstrap, figures)
+    summary = {
+        "preset": preset.name, "description": preset.description, "results": str(results), "out": str(out_root),
+        "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
+        "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
+    }
+    summary["wall_s"] = time.perf_counter() - t0
+    write_json_atomic(out_root / "summary.json", summary)
+    md = summary_markdown(summary)
+    (out_root / "summary.md").write_text(md)
+    return summary
+
+
+# ------------------------------------------------------------------------------ text
+
+
+def _law_lines(law: dict[str, Any]) -> list[str]:
+    pub, fit = law["paper"], law["fitted"]
+    ref = (f"paper: a = {pub['a']}, b = {pub['b']} (Levine et al. 2020); theory threshold slope "
+           f"ln 3 = {law['theory_slope']:.4f}")
+    if not fit:
+        return ["law: not fitted (needs 2 depth pairs that cross)", ref]
+    se, ci = fit["stderr"], fit["ci95"]
+    lines = [f"law: ln d_x = a + b*L   a = {fit['a']:.3f} ± {se['a']:.3f} [{ci['a'][0]:.3f}, {ci['a'][1]:.3f}]   "
+             f"b = {fit['b']:.4f} ± {se['b']:.4f} [{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] (95%)",
+             ref]
+    stats = f"{fit['n_points']} points"
+    stats += f", chi2_red {fit['chi2_red']:.2f}" if fit.get("chi2_red") is not None else " (exact line, dof 0)"
+    if law["z_a"] is not None and law["z_b"] is not None:
+        stats += f"; ours - paper = {law['z_a']:+.1f} sigma (a), {law['z_b']:+.1f} sigma (b)"
+    lines.append(stats)
+    return lines
+
+
+def _pair_line(r: dict[str, Any]) -> str:
+    Ls, Ld = r["pair"]
+    paper = f"paper's law: N ≈ {fmt_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
+    if r["crossed"]:
+        ci = r["N_star_ci95"]
+        cis = f" [{fmt_count(ci[0])}, {fmt_count(ci[1])}]" if ci else " (no interval)"
+        return (f"({Ls},{Ld}) crossed at N* = {fmt_count(r['N_star'])}{cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
+                f"{' (several crossings)' if r['status'] == 'multiple' else ''}; {paper}")
+    return f"({Ls},{Ld}) no crossing: {r['where']}; {paper}"
+
+
+def summary_text(s: dict[str, Any]) -> str:
+    """Plain-text summary (what ``depthwidth reproduce`` prints)."""
+    sw = s["sweep"]
+    lines = [f"reproduce {s['preset']}: {sw['finished'] + sw['diverged']}/{sw['total']} runs have records "
+             f"({sw['finished']} finished, {sw['diverged']} diverged; trained now {len(sw['trained'])})"
+             + ("" if s["complete"] else " - INCOMPLETE")]
+    for f in sw["failed"]:
+        lines.append(f"  failed: {f['run_id']}: {f['error']}")
+    if sw["busy"]:
+        lines.append(f"  {len(sw['busy'])} run(s) still held by other workers; the fit uses what is finished")
+    for corpus, c in s["corpora"].items():
+        lines.append(f"[{corpus}] results {c['results']}")
+        if c["fit_error"]:
+            lines.append(f"  fit: {c['fit_error']}")
+        else:
+            o = c["options"]
+            lines.append(f"  transitions ({o['pairs']} pairs, depth {o['assign']}, bootstrap {o['bootstrap']}):")
+            lines += [f"    {_pair_line(r)}" for r in c["pairs"]]
+        lines += [f"  {x}" for x in _law_lines(c["law"])]
+        if c["fit_path"]:
+            lines.append(f"  fit: {c['fit_path']}")
+        if c["figures"]:
+            pngs = [f for f in c["figures"] if f.endswith(".png")]
+            lines.append(f"  figures: {', '.join(pngs)} (+ PDF)")
+        if c["figures_error"]:
+            lines.append(f"  figures: {c['figures_error']}")
+    lines.append(f"wrote {', '.join(s['files'])}")
+    return "\n".join(lines)
+
+
+def summary_markdown(s: dict[str, Any]) -> str:
+    """Markdown summary (``summary.md``): the same facts as :func:`summary_text`, with tables
+    and the figures embedded by paths relative to the output directory."""
+    sw = s["sweep"]
+    out = Path(s["out"])
+    md = [f"# Reproduction: preset `{s['preset']}`", "", s["description"], "",
+          f"Runs: {sw['finished'] + sw['diverged']}/{sw['total']} with records ({sw['finished']} finished, "
+          f"{sw['diverged']} diverged)" + ("" if s["complete"] else " - **incomplete**") + ".", ""]
+    for corpus, c in s["corpora"].items():
+        md += [f"## {corpus}", "", f"Results: `{c['results']}`" + (f"; fit: `{_rel(c['fit_path'], out)}`"
+                                                                   if c["fit_path"] else ""), ""]
+        if c["fit_error"]:
+            md += [f"No fit: {c['fit_error']}", ""]
+        else:
+            md += ["| pair | status | N* | 95% interval | d_x at L | paper's law N (d_x) |",
+                   "|---|---|---|---|---|---|"]
+            for r in c["pairs"]:
+                ci = r["N_star_ci95"]
+                interval = f"{fmt_count(ci[0])} to {fmt_count(ci[1])}" if ci else "-"
+                width = f"{r['d_x']:.0f}" if r["d_x"] else "-"
+                status = r["status"] if r["crossed"] else r["where"]
+                md.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {status} | {fmt_count(r['N_star'])} | {interval} | "
+                          f"{width} at {r['L']:.2f} | {fmt_count(r['N_paper'])} ({r['d_x_paper']:.0f}) |")
+            md.append("")
+        law = c["law"]
+        md += ["| | a | b |", "|---|---|---|"]
+        if law["fitted"]:
+            f = law["fitted"]
+            md.append(f"| fitted (± stderr, 95%) | {f['a']:.3f} ± {f['stderr']['a']:.3f} | "
+                      f"{f['b']:.4f} ± {f['stderr']['b']:.4f} |")
+        else:
+            md.append("| fitted | - | - |")
+        md.append(f"| Levine et al. 2020 | {law['paper']['a']} | {law['paper']['b']} |")
+        md.append(f"| theory threshold ln d_x = L ln 3 | 0 | {law['theory_slope']:.4f} |")
+        md.append("")
+        for w in c["warnings"]:
+            md.append(f"- {w}")
+        if c["warnings"]:
+            md.append("")
+        for f in c["figures"]:
+            if f.endswith(".png"):
+                md.append(f"![{Path(f).stem}]({_rel(f, out)})")
+        md.append("")
+    return "\n".join(md)
+
+
+def _rel(path: str, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
