@@ -1,0 +1,24 @@
+"""Paper figures from stored results only (DESIGN §2: records → table → fit → figures).
+
+``make_all(results_dir, fit_path=None, out_dir=None) -> list[Path]`` writes PNG and PDF of each
+figure; see :mod:`depthwidth.paper_figs.make`. Importing this package loads nothing heavy
+(matplotlib, pandas and scipy load when a figure is drawn), so the CLI stays quick.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["make_all"]
+
+
+def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
+             out_dir: str | Path | None = None) -> list[Path]:
+    """Write the four paper figures (PNG and PDF each) to ``out_dir`` (default
+    ``results_dir/figures``) from the records under ``results_dir`` and the fit file
+    ``fit_path`` (computed in memory with the fits package when None). Returns the paths
+    written, PNG then PDF per figure. Raises UserError for a missing or empty results directory
+    or a malformed fit file."""
+    from depthwidth.paper_figs.make import make_all as _make_all
+
+    return _make_all(results_dir, fit_path, out_dir)

@@ -1,0 +1,39 @@
+"""``depthwidth figs``: draw the paper figures from stored results (thin: parse, render, print).
+
+Nothing heavy at module level: matplotlib, pandas and scipy load inside the handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from depthwidth.cli import add_json_flag, emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "figs", help="draw the paper figures (PNG + PDF) from a results directory",
+        description="Draw the four paper figures from the run records under --results and a fit file "
+                    "(--fit; computed in memory with the default `depthwidth fit` options when omitted). "
+                    "Never trains: regenerates in seconds from stored results.",
+    )
+    p.add_argument("--results", required=True, metavar="DIR", help="results directory (holds runs/*/record.json)")
+    p.add_argument("--fit", metavar="FIT.json", help="fit file written by `depthwidth fit` (default: fit in memory)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the PNG and PDF files")
+    add_json_flag(p)
+    p.set_defaults(func=_figs)
+
+
+def _figs(args: argparse.Namespace) -> int:
+    from depthwidth.paper_figs.make import render
+
+    rep = render(args.results, args.fit, args.out)
+    lines = [f"wrote {len(rep['figures'])} figures (PNG + PDF) to {rep['out_dir']} in {rep['wall_s']:.1f} s; "
+             f"fit: {rep['fit_source']}"]
+    if rep["law"] is not None:
+        lines.append(f"law: ln d_x = {rep['law']['a']:.4g} + {rep['law']['b']:.4g}*L")
+    lines += [f"note: {n}" for n in rep["notes"]]
+    for f in rep["figures"]:
+        lines.append(f"  {f['png']}\n  {f['pdf']}\n    {f['caption']}")
+    emit(args, rep, "\n".join(lines))
+    return 0

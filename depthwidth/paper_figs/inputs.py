@@ -1,0 +1,105 @@
+"""What the figures are drawn from: the results table and a fit, both read from storage.
+
+Figures never train anything (DESIGN §2: config → run → record → table → fit → figures). The
+table comes from ``RESULTS/runs/*/record.json`` via :func:`depthwidth.fits.table.load_table`;
+the fit is either a fit JSON file written by ``depthwidth fit`` (format in
+:mod:`depthwidth.fits.law`) or, when none is given, computed in memory from the same table by
+:func:`depthwidth.fits.lawfit.build_fit` with its default options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from depthwidth.errors import UserError
+
+
+@dataclass
+class FigureInputs:
+    """table: :class:`~depthwidth.fits.table.ResultsTable`; fit: the fit-file dict (status "ok"
+    or "insufficient"), or None when no fit could be made; fit_source: the fit file path or
+    "computed in memory"; law: the fitted :class:`~depthwidth.fits.law.Law` (None unless status
+    is "ok"); notes: one-line remarks the figures and the CLI report (why something is missing)."""
+
+    table: Any
+    fit: dict[str, Any] | None
+    fit_source: str
+    law: Any = None
+    notes: list[str] = field(default_factory=list)
+    pairs: list[dict[str, Any]] | None = None
+
+    def transitions(self) -> list[dict[str, Any]]:
+        """Every depth pair examined (with and without a crossing), sorted by (L_s, L_d): the
+        fit's ``points`` + ``no_crossing``, or, when no fit could be made, ``pairs`` from
+        :func:`depthwidth.fits.transitions.compute_transitions` alone."""
+        if self.fit is not None:
+            rows = list(self.fit.get("points") or []) + list(self.fit.get("no_crossing") or [])
+        else:
+            rows = list(self.pairs or [])
+        return sorted(rows, key=lambda p: (p["L_s"], p["L_d"]))
+
+
+def _check_fit_dict(fit: Any, source: str) -> dict[str, Any]:
+    from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
+
+    if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
+        raise UserError(f"{source}: not a depthwidth fit file (expected \"format\": \"{FIT_FORMAT}\")")
+    if fit.get("version") != FIT_VERSION:
+        raise UserError(f"{source}: unsupported fit file version {fit.get('version')!r} (expected {FIT_VERSION})")
+    for key in ("points", "no_crossing"):
+        rows = fit.get(key)
+        if not isinstance(rows, list) or not all(isinstance(p, dict) and "L_s" in p and "L_d" in p for p in rows):
+            raise UserError(f"{source}: '{key}' must be a list of transition points with L_s and L_d")
+    return fit
+
+
+def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None) -> FigureInputs:
+    """Read the results table and the fit (file, or computed in memory when ``fit_path`` is None).
+
+    Raises UserError (one line) when the results directory is missing, holds no usable run, or
+    the fit file is missing or malformed. A fit that cannot be computed from the results (e.g. no
+    depth pair, one seed per cell) is not an error: the figures are drawn without it and the
+    reason is kept in ``notes``.
+    """
+    from depthwidth.fits.law import BUILTIN_LAWS, law_from_fit_dict, load_fit_file
+    from depthwidth.fits.table import load_table
+
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise UserError(f"results directory not found: {root}")
+    if fit_path is not None and str(fit_path) in BUILTIN_LAWS and not Path(fit_path).exists():
+        raise UserError(f"--fit takes a fit file written by `depthwidth fit`; the published law "
+                        f"{fit_path} is always drawn")
+    table = load_table(root)
+    notes: list[str] = []
+    pairs = None
+    if fit_path is not None:
+        fit = _check_fit_dict(load_fit_file(fit_path), str(fit_path))
+        source = str(fit_path)
+        fitted_on = (fit.get("table") or {}).get("results")
+        if fitted_on and Path(fitted_on).resolve() != root.resolve():
+            notes.append(f"fit {fit_path} was made from {fitted_on}, not from {root}")
+    else:
+        from depthwidth.fits.lawfit import build_fit
+
+        source = "computed in memory"
+        try:
+            fit = build_fit(table)
+        except UserError as e:
+            fit = None
+            notes.append(f"no fit: {e}")
+            # The transitions may still exist (e.g. one seed per cell: no error to weight by).
+            from depthwidth.fits.transitions import compute_transitions
+
+            try:
+                pairs = [p.to_dict() for p in compute_transitions(table)[0]]
+            except UserError:
+                pairs = None
+    law = None
+    if fit is not None and fit.get("status") == "ok":
+        law = law_from_fit_dict(fit, source)
+    elif fit is not None:
+        notes.append(f"fit status {fit.get('status')!r}: fewer than 2 transition points, no law fitted")
+    return FigureInputs(table=table, fit=fit, fit_source=source, law=law, notes=notes, pairs=pairs)

@@ -1,0 +1,49 @@
+"""Draw and save all paper figures from a results directory (and optionally a fit file)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from depthwidth.paper_figs import figures
+from depthwidth.paper_figs.inputs import load_inputs
+from depthwidth.paper_figs.style import figure_style, save
+
+
+def render(results_dir: str | Path, fit_path: str | Path | None = None,
+           out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Write the four figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``).
+
+    Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
+    "figures": [{"name", "png", "pdf", "caption"}], "wall_s"}. Raises UserError for a missing
+    or empty results directory or a malformed fit file (see :func:`load_inputs`).
+    """
+    t0 = time.perf_counter()
+    inputs = load_inputs(results_dir, fit_path)
+    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
+    drawn = []
+    with figure_style():
+        for name, draw in zip(figures.NAMES, (
+                lambda: figures.loss_vs_params(inputs),
+                lambda: figures.width_vs_depth(inputs),
+                lambda: figures.optimal_depth(inputs),
+                lambda: figures.separation_rank())):
+            fig, caption = draw()
+            png, pdf = save(fig, out, name)
+            drawn.append({"name": name, "png": str(png), "pdf": str(pdf), "caption": caption})
+    return {
+        "out_dir": str(out),
+        "fit_source": inputs.fit_source,
+        "law": inputs.law.to_dict() if inputs.law is not None else None,
+        "notes": inputs.notes,
+        "figures": drawn,
+        "wall_s": round(time.perf_counter() - t0, 3),
+    }
+
+
+def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
+             out_dir: str | Path | None = None) -> list[Path]:
+    """All figure files written (PNG and PDF of each figure, in figure order); see :func:`render`."""
+    rep = render(results_dir, fit_path, out_dir)
+    return [Path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]

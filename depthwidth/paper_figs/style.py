@@ -1,0 +1,96 @@
+"""The one fixed figure style: rcParams, colours, sizes, and deterministic saving.
+
+Every figure is drawn inside :func:`figure_style` (a ``matplotlib.rc_context``) so the style
+never leaks into the caller's matplotlib state, and saved by :func:`save` as PNG (150 dpi) and
+PDF with the timestamps stripped, so regenerating a committed figure from the same records
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+WIDTH_IN = 6.8  # one journal column and a half; every figure shares it
+HEIGHT_IN = 4.6
+PNG_DPI = 150
+
+RC = {
+    "figure.figsize": (WIDTH_IN, HEIGHT_IN),
+    "figure.dpi": 100,
+    "savefig.dpi": PNG_DPI,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.05,
+    "font.family": "DejaVu Sans",  # bundled with matplotlib: same glyphs on every machine
+    "font.size": 9.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "legend.framealpha": 0.9,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 5,
+    "errorbar.capsize": 2.5,
+    "pdf.fonttype": 42,  # embed TrueType, so text in the PDF stays text
+    "svg.hashsalt": "depthwidth",
+}
+
+# Okabe & Ito (2008) colour-blind-safe palette, for the named lines every figure shares.
+COLORS = {
+    "levine2020": "#D55E00",  # vermillion: the published law
+    "fit": "#0072B2",  # blue: this project's fit
+    "theory": "#009E73",  # green: the theoretical threshold
+    "transition": "#555555",
+    "neutral": "#333333",
+}
+DEPTH_CMAP = "viridis"
+
+
+def depth_colors(depths: list[int]) -> dict[int, tuple]:
+    """A colour per depth, shallow = light to deep = dark (viridis from 0.85 down to 0.05), so
+    the order of depths reads the same in every figure."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps[DEPTH_CMAP]
+    ds = sorted(depths)
+    if len(ds) == 1:
+        return {ds[0]: cmap(0.35)}
+    return {d: cmap(0.85 - 0.8 * i / (len(ds) - 1)) for i, d in enumerate(ds)}
+
+
+@contextmanager
+def figure_style():
+    """Context in which figures get the fixed style (Agg backend, ``RC``)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(RC):
+        yield plt
+
+
+def save(fig, out_dir: str | Path, name: str) -> list[Path]:
+    """Write ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf``; close it; return both
+    paths. Metadata that would change from run to run (creation date, software) is dropped."""
+    import matplotlib.pyplot as plt
+    from matplotlib.legend import Legend
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    # A second legend added with ax.add_artist is not in the tight bounding box by default, and
+    # an explicit list replaces the default one, so pass both.
+    extra = fig.get_default_bbox_extra_artists()
+    extra += [c for ax in fig.axes for c in ax.get_children() if isinstance(c, Legend) and c not in extra]
+    kw = {"bbox_extra_artists": extra}
+    fig.savefig(paths[0], format="png", metadata={"Software": None}, **kw)
+    fig.savefig(paths[1], format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None}, **kw)
+    plt.close(fig)
+    return paths
