@@ -271,7 +271,7 @@ def _place_labels(ax, xy, labels: list[str], lines=(), avoid=()) -> None:
         e = a.get_window_extent(r)
         boxes.append((e.x0, e.y0, e.x1, e.y1))
     # Near offsets first; far ones (with a leader line) only when every near one clashes.
-    near = [(6, 3), (6, -3), (-6, 3), (-6, -3), (0, 8), (0, -8)]
+    near = [(6, 3), (6, -3), (0, 8), (0, -8), (-6, 3), (-6, -3)]
     far = [(r * math.cos(t), r * math.sin(t)) for r in (18, 30, 44) for t in np.linspace(0, 2 * math.pi, 12, endpoint=False)]
 
     def clashes(b) -> int:

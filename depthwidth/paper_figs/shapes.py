@@ -55,10 +55,11 @@ SHAPES: tuple[ModelShape, ...] = (
     ModelShape("GPT-3 Small", "GPT-3", "GPT-3 125M", 12, 768, 12, 125e6, GELU, _GPT3),
     ModelShape("GPT-3 Medium", "GPT-3", "GPT-3 350M", 24, 1024, 16, 350e6, GELU, _GPT3),
     ModelShape("GPT-3 Large", "GPT-3", "GPT-3 760M", 24, 1536, 16, 760e6, GELU, _GPT3),
+    # Table 2.1 gives XL 24 heads of 128 (= 3072, not d_model = 2048); kept as published.
     ModelShape("GPT-3 XL", "GPT-3", "GPT-3 1.3B", 24, 2048, 24, 1.3e9, GELU, _GPT3),
     ModelShape("GPT-3 2.7B", "GPT-3", "GPT-3 2.7B", 32, 2560, 32, 2.7e9, GELU, _GPT3),
     ModelShape("GPT-3 6.7B", "GPT-3", "GPT-3 6.7B", 32, 4096, 32, 6.7e9, GELU, _GPT3),
-    # Table 2.1 prints d_model = 5140 for 13B (not 5120); kept as published.
+    # Table 2.1 prints d_model = 5140 for 13B (its 40 heads of 128 make 5120); kept as published.
     ModelShape("GPT-3 13B", "GPT-3", "GPT-3 13B", 40, 5140, 40, 13.0e9, GELU, _GPT3),
     ModelShape("GPT-3 175B", "GPT-3", "GPT-3 175B", 96, 12288, 96, 175.0e9, GELU, _GPT3),
     ModelShape("Gopher 280B", "Gopher/Chinchilla", "Gopher 280B", 80, 16384, 128, 280e9, GELU,
