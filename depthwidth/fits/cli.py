@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--assign", default="geom",
                    help="depth given to a point: geom sqrt(Ls*Ld) (default), arith, shallow, deep")
     p.add_argument("--bootstrap", default="1000", help="bootstrap replicates (default 1000)")
-    p.add_argument("--resample", default="seeds", help="bootstrap resamples: seeds (default) or seeds+widths")
+    p.add_argument("--resample", default="pooled",
+                   help="bootstrap residuals from: pooled (all widths of a depth, default) or seeds (the cell's "
+                        "own); add +widths to also resample widths")
     p.add_argument("--seed", default="0", help="bootstrap random seed (default 0)")
     p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
     add_json_flag(p)

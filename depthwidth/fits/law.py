@@ -23,7 +23,8 @@ Top level::
     points              transition points used in the fit (see transitions.TransitionPoint.to_dict)
     no_crossing         depth pairs without a usable crossing, with the reason (same dict shape)
     options             {"pairs": "doubling"|"adjacent", "assign": "geom"|"arith"|"shallow"|"deep",
-                         "curve": "pchip-lnN", "bootstrap": int, "resample": "seeds"|"seeds+widths",
+                         "curve": "pchip-lnN", "bootstrap": int,
+                         "resample": "pooled"|"seeds"|"pooled+widths"|"seeds+widths",
                          "seed": int, "n_param": "kaplan 12*L*d^2"}
     table               {"results": str, "n_records": int, "n_used": int, "n_cells": int,
                          "excluded": [{"run_id", "n_layer", "d_model", "seed", "status", "reason"}],

@@ -15,7 +15,7 @@ covariance still propagated from their errors, with dof = 0 and chi2/chi2_red/r2
 n < 2 raises :class:`InsufficientPoints` (the CLI then writes a fit file with status
 "insufficient" listing the transitions found, and exits 2). Points whose bootstrap error is zero
 or undefined (a single seed per cell, or fewer than 2 bootstrap replicates with a crossing)
-cannot be weighted: UserError, asking for more seeds or ``--resample seeds+widths``.
+cannot be weighted: UserError, asking for more seeds or ``--resample pooled+widths``.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def fit_law(L, y, sigma) -> LawFit:
         raise InsufficientPoints(f"need at least 2 transition points to fit ln d_x = a + b*L, found {n}")
     if not (np.all(np.isfinite(sigma)) and np.all(sigma > 0)):
         raise UserError("transition points have zero or undefined bootstrap error (one seed per cell?): "
-                        "add seeds or use --resample seeds+widths")
+                        "add seeds or use --resample pooled+widths")
     if np.ptp(L) == 0:
         raise UserError("all transition points have the same depth: the slope b is undetermined")
     w = 1.0 / sigma**2
@@ -91,9 +91,9 @@ def fit_law(L, y, sigma) -> LawFit:
                      r2=float(1.0 - np.sum(w * resid**2) / np.sum(w * (y - ybar_w) ** 2)),
                      r2_unweighted=float(1.0 - np.sum(resid**2) / np.sum((y - y.mean()) ** 2)))
         # Birge-ratio scaling (as in the PDG's averages): when the scatter exceeds the stated
-        # errors, inflate the covariance by chi2_red. With 3 seeds per cell the bootstrap errors
-        # are themselves noisy and the absolute intervals under-cover (synthetic study: ~87% for a
-        # nominal 95%); the scaled ones covered ~95%.
+        # errors, inflate the covariance by chi2_red. A safeguard for real sweeps whose point
+        # errors are too small (e.g. the per-cell seed bootstrap: 87% coverage of a nominal 95%
+        # on synthetic sweeps, 97% after scaling; see transitions' docstring).
         stats["cov_scaled"] = (np.asarray(pcov) * max(1.0, chi2 / dof)).tolist()
     else:
         stats["cov_scaled"] = None
@@ -127,7 +127,7 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
 
 
 def build_fit(table, *, pairs: str = "doubling", assign: str = "geom", bootstrap: int = 1000,
-              resample: str = "seeds", seed: int = 0) -> dict[str, Any]:
+              resample: str = "pooled", seed: int = 0) -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 pairs have a crossing; otherwise status

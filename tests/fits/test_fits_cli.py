@@ -1,0 +1,124 @@
+"""`depthwidth query` (and `fit` argument errors): JSON keys, values, one-line errors, light imports."""
+
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+from scipy.special import lambertw
+
+from depthwidth.cli import main
+
+A, B = 5.039, 0.0555
+
+
+def lambert_depth(N):
+    # N = 12 L e^(2a+2bL)  <=>  L = W(2b N e^(-2a)/12)/(2b)  (independent of the brentq solver)
+    return float(lambertw(2 * B * N * math.exp(-2 * A) / 12).real) / (2 * B)
+
+
+def query_json(capsys, *args):
+    rc = main(["query", *args, "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert out.err == ""
+    return json.loads(out.out)
+
+
+def test_query_params_single(capsys):
+    q = query_json(capsys, "--params", "175B")
+    L = lambert_depth(175e9)
+    assert q["optimal_depth"] == pytest.approx(L, rel=1e-10)
+    assert q["optimal_width"] == pytest.approx(math.exp(A + B * L), rel=1e-10)
+    assert isinstance(q["optimal_depth"], float) and isinstance(q["optimal_width"], float)
+    assert q["ci"] is None and q["ci_note"]
+    assert (q["rounded"]["n_layer"], q["rounded"]["d_model"]) == (81, 13440)  # see test_fits_projections
+    assert q["extrapolated"] is True  # 80.5 layers is beyond the paper's 6..48
+
+
+def test_query_params_list_is_a_json_list_and_a_table(capsys):
+    qs = query_json(capsys, "--params", "125M,1.3B,175B,1T")
+    assert isinstance(qs, list) and [q["budget"] for q in qs] == [125e6, 1.3e9, 175e9, 1e12]
+    for q in qs:
+        assert q["optimal_depth"] == pytest.approx(lambert_depth(q["budget"]), rel=1e-10)
+    assert main(["query", "--params", "125M,1.3B,175B,1T"]) == 0
+    text = capsys.readouterr().out
+    assert "opt. depth" in text and "1T" in text and "95x29568" in text
+
+
+def test_query_layers_and_verdict(capsys):
+    q = query_json(capsys, "--layers", "96")
+    assert q["transition_params"] == pytest.approx(12 * 96 * math.exp(2 * A + 2 * B * 96), rel=1e-14)
+    v = query_json(capsys, "--layers", "96", "--width", "12288")
+    assert v["verdict"] == "too deep"
+    assert v["optimal_depth"] == pytest.approx(lambert_depth(12 * 96 * 12288**2), rel=1e-10)
+    shapes = query_json(capsys, "--shape", "12x768,96x12288")
+    assert [s["verdict"] for s in shapes] == ["too wide", "too deep"]  # 12/23.0 = 0.52; 96/80.5 = 1.19
+
+
+def test_query_vocab_subtracts_embedding(capsys):
+    q = query_json(capsys, "--params", "175B", "--vocab", "50257")
+    d, L = q["optimal_width"], q["optimal_depth"]
+    assert 12 * L * d * d + 50257 * d == pytest.approx(175e9, rel=1e-12)
+    assert q["embedding_params"] == pytest.approx(50257 * d, rel=1e-12)
+    t = query_json(capsys, "--layers", "96", "--vocab", "50257")
+    assert t["transition_params_total"] == pytest.approx(t["transition_params"] + 50257 * t["transition_width"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["query", "--params", "0"], "must be positive"),
+    (["query", "--params=-5B"], "must be positive"),
+    (["query", "--params", "-5B"], "expected one argument"),
+    (["query", "--params", "lots"], "cannot parse"),
+    (["query", "--params", ","], "is empty"),
+    (["query", "--params", "1B", "--fit", "kaplan2020"], "unknown law 'kaplan2020'"),
+    (["query", "--width", "128"], "one of the arguments"),
+    (["query", "--params", "1B", "--width", "128"], "--width needs --layers"),
+    (["query", "--layers", "6,12", "--width", "128"], "one --layers value"),
+    (["query", "--shape", "96by12288"], "must look like LxD"),
+    (["query", "--params", "1B", "--round-width", "0"], "--round-width"),
+    (["query", "--params", "1B", "--ci-level", "95"], "between 0 and 1"),
+    (["query", "--params", "1B", "--tolerance", "-1"], "--tolerance"),
+    (["query", "--params", "1B", "--vocab", "x"], "cannot parse"),
+    (["query", "--params", "1000", "--vocab", "50257"], "too small"),
+    (["fit", "--results", "/nonexistent/results"], "results directory not found"),
+    (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_malformed_fit_files_exit_2(tmp_path, capsys):
+    cases = {"notjson.json": "{", "array.json": "[1, 2]",
+             "nolaw.json": json.dumps({"format": "depthwidth-fit", "version": 1, "status": "ok"}),
+             "badcov.json": json.dumps({"format": "depthwidth-fit", "version": 1, "status": "ok",
+                                        "law": {"a": 1.0, "b": 0.1, "cov": [[1.0, 5.0], [5.0, 1.0]]}})}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        assert main(["query", "--params", "1B", "--fit", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("depthwidth: error:") and err.count("\n") == 1
+
+
+def test_query_path_imports_nothing_heavy():
+    # Run the query in a fresh interpreter and list the heavy modules it loaded.
+    code = ("import sys; from depthwidth.cli import main; rc = main(['query', '--params', '175B', '--json']); "
+            "print(sorted(m for m in ('pandas', 'matplotlib', 'jax', 'flax', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_query_answers_fast_after_import():
+    # "Instantly after import": once scipy.optimize is loaded, a budget query costs milliseconds.
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import query_budget
+
+    query_budget(1e9, levine2020())  # first call loads scipy.optimize
+    t0 = time.process_time()
+    for N in (125e6, 1.3e9, 175e9, 1e12):
+        query_budget(N, levine2020())
+    assert time.process_time() - t0 < 0.1

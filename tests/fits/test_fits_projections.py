@@ -1,0 +1,183 @@
+"""Projections from a law: exact values derived by hand or by an independent method, properties."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from scipy.special import lambertw
+
+from depthwidth.errors import UserError
+from depthwidth.fits import projections as P
+from depthwidth.fits.law import Law, levine2020
+
+A, B = 5.039, 0.0555
+LEV = levine2020()
+
+
+def lambert_depth(N, a=A, b=B):
+    # Independent closed form for vocab = 0: N = 12 L e^(2a+2bL)  <=>  (2bL) e^(2bL) = 2b N e^(-2a)/12,
+    # so L = W(2b N e^(-2a) / 12) / (2b) with W the principal Lambert W branch.
+    return float(lambertw(2 * b * N * math.exp(-2 * a) / 12).real) / (2 * b)
+
+
+def test_transition_params_of_depth_96_by_hand():
+    # N(L) = 12 L exp(2a + 2bL) (Levine et al. 2020 fit with N = 12 L d^2).
+    expected = 12 * 96 * math.exp(2 * 5.039 + 2 * 0.0555 * 96)
+    assert P.transition_params(96, LEV) == pytest.approx(expected, rel=1e-14)
+    assert expected == pytest.approx(1.1644e12, rel=1e-3)  # 1152 * e^20.734 ≈ 1.16T
+    q = P.query_depth(96, LEV)
+    assert q["transition_params"] == pytest.approx(expected, rel=1e-14)
+    assert q["transition_width"] == pytest.approx(math.exp(5.039 + 0.0555 * 96), rel=1e-14)
+    assert q["ci"] is None and "no covariance" in q["ci_note"] and q["extrapolated"] is True
+
+
+@pytest.mark.parametrize("N", [125e6, 1.3e9, 175e9, 1e12])
+def test_optimal_depth_matches_lambert_w(N):
+    L = P.optimal_depth(N, LEV)
+    assert L == pytest.approx(lambert_depth(N), rel=1e-10)
+    assert P.optimal_width(N, LEV) == pytest.approx(math.exp(A + B * lambert_depth(N)), rel=1e-10)
+
+
+def test_paper_projections_gpt3_too_deep_and_30k_at_1T():
+    # Levine et al. 2020: GPT-3 (96 layers, d 12288) is too deep for its size, and the optimal
+    # width at 1 trillion parameters is about 30K.
+    N_gpt3 = 12 * 96 * 12288**2
+    q = P.query_shape(96, 12288, LEV)
+    assert q["non_embedding_params"] == N_gpt3
+    assert q["optimal_depth"] == pytest.approx(lambert_depth(N_gpt3), rel=1e-10)
+    assert q["depth_ratio"] == pytest.approx(96 / lambert_depth(N_gpt3), rel=1e-10)
+    assert q["verdict"] == "too deep"  # 96 / 80.46 = 1.19 > 1.1
+    w = P.optimal_width(1e12, LEV)
+    assert 29_000 < w < 31_000
+
+
+def test_classify_bands():
+    assert P.classify(1.0999, 1.0, 0.1) == "near optimal"
+    assert P.classify(1.1001, 1.0, 0.1) == "too deep"
+    assert P.classify(1 / 1.0999, 1.0, 0.1) == "near optimal"
+    assert P.classify(1 / 1.1001, 1.0, 0.1) == "too wide"
+    with pytest.raises(UserError):
+        P.classify(1.0, 1.0, 0.0)
+
+
+def test_vocab_budget_by_hand():
+    # Choose depth 10: d = e^(a+10b); a total budget of 12*10*d^2 + V*d must give back depth 10,
+    # with the embedding V*d reported separately.
+    V = 50257
+    d = math.exp(A + 10 * B)
+    total = 12 * 10 * d * d + V * d
+    q = P.query_budget(total, LEV, vocab=V)
+    assert q["optimal_depth"] == pytest.approx(10, rel=1e-10)
+    assert q["optimal_width"] == pytest.approx(d, rel=1e-10)
+    assert q["embedding_params"] == pytest.approx(V * d, rel=1e-10)
+    assert q["non_embedding_params"] == pytest.approx(12 * 10 * d * d, rel=1e-10)
+    assert q["rounded"]["total_params"] == q["rounded"]["non_embedding_params"] + V * q["rounded"]["d_model"]
+    # The embedding budget cannot exceed the total.
+    with pytest.raises(UserError, match="too small"):
+        P.optimal_depth(1000.0, LEV, vocab=V)
+
+
+def test_rounded_shape_by_hand():
+    # 175B at the optimum L* = 80.51 -> 81 layers; width spending 175e9 at 81 layers is
+    # sqrt(175e9/(12*81)) = 13417.6 = 104.8 * 128 -> 105*128 = 13440. With 96 heads the multiple
+    # is lcm(128, 96) = 384: 13417.6/384 = 34.94 -> 35*384 = 13440.
+    q = P.query_budget(175e9, LEV)
+    r = q["rounded"]
+    assert (r["n_layer"], r["d_model"], r["multiple"]) == (81, 13440, 128)
+    assert r["non_embedding_params"] == 12 * 81 * 13440**2
+    assert r["budget_rel_error"] == pytest.approx(12 * 81 * 13440**2 / 175e9 - 1, rel=1e-12)
+    q96 = P.query_budget(175e9, LEV, n_head=96)
+    assert (q96["rounded"]["d_model"], q96["rounded"]["multiple"], q96["rounded"]["head_dim"]) == (13440, 384, 140)
+
+
+def test_exact_stack_count_agrees_with_theory_accounting():
+    from depthwidth.theory.accounting import stack_params
+
+    for L, d in [(12, 768), (24, 1024), (96, 12288), (3, 7)]:
+        assert P.exact_stack_params(L, d) == stack_params(L, d)
+
+
+def test_bad_budgets_and_laws():
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(UserError):
+            P.optimal_depth(bad, LEV)
+    flat = Law(5.0, -0.01, None, None, "neg", "test")
+    with pytest.raises(UserError, match="b = -0.01"):
+        P.optimal_depth(1e9, flat)
+
+
+# ---------------------------------------------------------------- confidence intervals
+
+COV = ((4e-3, -2e-4), (-2e-4, 1.5e-5))
+LAW_COV = Law(A, B, COV, (6.0, 48.0), "cov", "test")
+
+
+def test_transition_ci_matches_lognormal_quantiles():
+    # ln N(L) = ln(12L) + 2a + 2bL is linear in (a, b): Normal with sd 2*sqrt(var_a + 2L cov + L^2 var_b),
+    # so the exact 95% interval of N is exp(mean ± 1.95996 sd).
+    L = 40.0
+    sd = 2 * math.sqrt(COV[0][0] + 2 * L * COV[0][1] + L * L * COV[1][1])
+    mean = math.log(12 * L) + 2 * A + 2 * B * L
+    q = P.query_depth(L, LAW_COV, samples=20000)
+    lo, hi = q["ci"]["transition_params"]
+    assert math.log(lo) == pytest.approx(mean - 1.959964 * sd, abs=0.04 * sd)
+    assert math.log(hi) == pytest.approx(mean + 1.959964 * sd, abs=0.04 * sd)
+
+
+def test_optimal_depth_ci_against_delta_method():
+    # Implicit function F(L, a, b) = ln(12L) + 2a + 2bL - ln N = 0: dL/da = -2/(1/L + 2b),
+    # dL/db = -2L/(1/L + 2b). The delta-method sd must be close to the Monte Carlo interval's.
+    N = 1e9
+    L = P.optimal_depth(N, LAW_COV)
+    k = 1 / L + 2 * B
+    g = np.array([-2 / k, -2 * L / k])
+    sd = math.sqrt(g @ np.array(COV) @ g)
+    q = P.query_budget(N, LAW_COV, samples=20000)
+    lo, hi = q["ci"]["optimal_depth"]
+    assert lo < L < hi
+    assert (hi - lo) / (2 * 1.959964) == pytest.approx(sd, rel=0.1)
+    assert q["ci"]["valid_fraction"] == 1.0
+    # Fixed seed: the same call gives the same interval.
+    assert P.query_budget(N, LAW_COV, samples=20000)["ci"] == q["ci"]
+
+
+def test_vectorised_solver_agrees_with_brentq():
+    a = np.array([4.0, 5.0, 6.0, 5.0])
+    b = np.array([0.05, 0.1, 0.02, -0.01])
+    for V in (0, 50257):
+        got = P.optimal_depth_samples(1e10, a, b, V)
+        for i in range(3):
+            assert got[i] == pytest.approx(P.optimal_depth(1e10, Law(a[i], b[i], None, None, "x", "x"), V), rel=1e-9)
+        assert math.isnan(got[3])  # b <= 0: no unique root
+
+
+def test_verdict_ci_and_robustness_flag():
+    q = P.query_shape(96, 12288, LAW_COV)
+    lo, hi = q["ci"]["depth_ratio"]
+    assert lo < q["depth_ratio"] < hi
+    assert q["ci"]["verdict_robust"] == (lo > 1.1)
+
+
+# ---------------------------------------------------------------- properties
+
+laws = st.builds(lambda a, b: Law(a, b, None, None, "h", "h"),
+                 st.floats(3.0, 7.0), st.floats(0.01, 0.2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(law=laws, n1=st.floats(1e4, 1e15), ratio=st.floats(1.001, 1e3), vocab=st.sampled_from([0, 2000, 50257]))
+def test_optimal_depth_increases_with_budget(law, n1, ratio, vocab):
+    n2 = n1 * ratio
+    assume(vocab == 0 or n1 > 10 * vocab * math.exp(law.a + law.b * 1e-6))
+    assert P.optimal_depth(n1, law, vocab) < P.optimal_depth(n2, law, vocab)
+
+
+@settings(max_examples=150, deadline=None)
+@given(law=laws, L=st.floats(0.5, 200.0), vocab=st.sampled_from([0, 50257]))
+def test_query_of_transition_params_is_identity(law, L, vocab):
+    N = P.transition_params(L, law) + vocab * P.law_width(L, law)
+    assert P.optimal_depth(N, law, vocab) == pytest.approx(L, rel=1e-9)
+    q = P.query_budget(N, law, vocab=vocab)
+    assert q["optimal_width"] == pytest.approx(P.query_depth(L, law)["transition_width"], rel=1e-8)

@@ -1,0 +1,67 @@
+"""Results table from hand-written records: means/std by hand, exclusions, unfinished runs."""
+
+import math
+
+import pytest
+
+from depthwidth.config import ModelConfig, RunConfig, TrainConfig
+from depthwidth.errors import UserError
+from depthwidth.experiments.records import run_dir, write_json_atomic
+from depthwidth.fits.table import load_table
+
+
+def write(results, L, d, seed, loss, status="finished", steps=1000):
+    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=2, vocab_size=65, seq_len=64),
+                    train=TrainConfig(seed=seed, steps=steps))
+    rec = {"schema": 1, "run_id": cfg.run_id(), "status": status, "config": cfg.to_dict(),
+           "n_layer": L, "d_model": d, "n_head": 2, "seed": seed,
+           "params": {"kaplan": 12 * L * d * d, "non_embedding": L * (12 * d * d + 13 * d) + 2 * d,
+                      "embedding": 65 * d + 64 * d},
+           "tokens": 1000 * 32 * 64, "steps": steps, "test_loss": loss}
+    write_json_atomic(run_dir(results, cfg.run_id()) / "record.json", rec)
+    return cfg.run_id()
+
+
+def test_cells_by_hand_and_exclusions(tmp_path):
+    for s, y in enumerate([2.0, 2.2, 2.4]):
+        write(tmp_path, 2, 64, s, y)
+    write(tmp_path, 2, 128, 0, 1.5)
+    div = write(tmp_path, 2, 64, 7, None, status="diverged")
+    nul = write(tmp_path, 4, 64, 1, None)  # finished but no test loss
+    (run_dir(tmp_path, "L9-d9-h2-s0-crashed")).mkdir(parents=True)  # claimed, never finished
+
+    t = load_table(tmp_path)
+    c = t.cells.set_index(["n_layer", "d_model"])
+    # (2.0 + 2.2 + 2.4)/3 = 2.2; deviations -0.2, 0, 0.2 -> sample var 0.08/2 = 0.04 -> std 0.2;
+    # sem = 0.2/sqrt(3).
+    assert c.loc[(2, 64), "mean"] == pytest.approx(2.2)
+    assert c.loc[(2, 64), "std"] == pytest.approx(0.2)
+    assert c.loc[(2, 64), "sem"] == pytest.approx(0.2 / math.sqrt(3))
+    assert c.loc[(2, 64), "n_seeds"] == 3
+    assert c.loc[(2, 64), "N"] == 12 * 2 * 64**2
+    assert c.loc[(2, 64), "N_exact"] == 2 * (12 * 64**2 + 13 * 64) + 2 * 64
+    assert c.loc[(2, 64), "ln_N"] == pytest.approx(math.log(12 * 2 * 64**2))
+    assert math.isnan(c.loc[(2, 128), "std"])  # one seed: no spread, not zero
+    assert (4, 64) not in c.index  # its only run has no test loss
+    reasons = dict(zip(t.excluded["run_id"], t.excluded["reason"]))
+    assert reasons == {div: "diverged", nul: "no test_loss"}
+    assert t.unfinished == ["L9-d9-h2-s0-crashed"]
+    assert sorted(t.losses[(2, 64)]) == [2.0, 2.2, 2.4]
+    s = t.summary()
+    assert (s["n_records"], s["n_used"], s["n_cells"]) == (6, 4, 2)
+    assert {e["reason"] for e in s["excluded"]} == {"diverged", "no test_loss"}
+
+
+def test_mixed_configurations_in_one_cell_raise(tmp_path):
+    write(tmp_path, 2, 64, 0, 2.0, steps=1000)
+    write(tmp_path, 2, 64, 1, 2.1, steps=3000)
+    with pytest.raises(UserError, match="mixes runs with different configurations"):
+        load_table(tmp_path)
+
+
+def test_empty_and_missing_results(tmp_path):
+    with pytest.raises(UserError, match="results directory not found"):
+        load_table(tmp_path / "nope")
+    write(tmp_path, 2, 64, 0, None, status="diverged")
+    with pytest.raises(UserError, match="no usable runs"):
+        load_table(tmp_path)
