@@ -137,7 +137,10 @@ def count_linear_pieces(layers: Sequence, lo=0, hi=1) -> int:
 
 
 def evaluate(layers: Sequence, x) -> Fraction:
-    """The network output at x, in exact rational arithmetic (ReLU after all but the last layer)."""
+    """The network output at x, in exact rational arithmetic (ReLU after all but the last layer).
+
+    Raises UserError on shapes that do not chain or a non-finite x or weight.
+    """
     net = _exact_layers(layers)
     h = [_frac(x, "x")]
     for index, (W, b) in enumerate(net):
@@ -148,7 +151,10 @@ def evaluate(layers: Sequence, x) -> Fraction:
 
 
 def hat(x) -> Fraction:
-    """The hat map g(x) = 2x for x <= 1/2, 2 − 2x above (exact). Source: DESIGN §1.2."""
+    """The hat map g(x) = 2x for x <= 1/2, 2 − 2x above, as an exact Fraction; UserError on a non-number.
+
+    Source: DESIGN §1.2; Telgarsky 2016, §3.
+    """
     x = _frac(x, "x")
     return 2 * x if x <= Fraction(1, 2) else 2 - 2 * x
 

@@ -119,6 +119,8 @@ def ln_comb(n, d) -> mpmath.mpf:
     Σ_{i<=a} ln(1 + b/i) (numpy, float64 terms); for b > 10^30·a the expansion
     a·ln b − ln Γ(a + 1) + a(a + 1)/(2b) (error O(a³/b²)); otherwise ln Γ at enough digits to
     resolve the difference of the two large log-Gammas. b may be astronomically large (mpf).
+
+    Returns an mpmath ``mpf`` (natural log). Raises UserError if n or d is negative.
     """
     n, d = mpmath.mpf(n), mpmath.mpf(d)
     if n < 0 or d < 0:

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from depthwidth.errors import UserError
 from depthwidth.theory.accounting import (
@@ -131,3 +133,17 @@ def test_shape_family_never_below_one_multiple():
 def test_bad_sizes_raise_user_error(call):
     with pytest.raises(UserError):
         call()
+
+
+def test_shape_family_stack_count():
+    # the exact count of 12 × 768 is 85,056,000, so that budget gives back 768 with no deviation
+    (s,) = shape_family(85_056_000, [12], count="stack")
+    assert (s["d_model"], s["params"], s["rel_deviation"]) == (768, 85_056_000, 0.0)
+
+
+@given(L=st.integers(1, 200), d=st.integers(1, 20_000))
+def test_width_for_budget_roundtrip(L, d):
+    # the inverse of either count, applied to the count of (L, d), returns d
+    assert width_for_budget(kaplan_params(L, d), L) == pytest.approx(d, rel=1e-12)
+    assert width_for_budget(stack_params(L, d), L, count="stack") == pytest.approx(d, rel=1e-9)
+    assert stack_params(L, d) == L * (12 * d * d + 13 * d) + 2 * d
