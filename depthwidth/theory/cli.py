@@ -256,8 +256,8 @@ def _bounds(args) -> int:
                 }
             )
             lines.append(
-                f"depth {Lp} matches with width 10^{c['log10_width']:.4g} (count) / "
-                f"10^{b['log10_width']:.4g} (bounds)"
+                f"depth {Lp}: width 10^{c['log10_width']:.4g} by the count; "
+                f"at least 10^{b['log10_width']:.4g} by the bounds"
             )
         out["equivalent_widths"] = rows
     if args.constants:
