@@ -95,7 +95,7 @@ def _notes(law, results: list[dict[str, Any]]) -> list[str]:
         notes.append(f"note: {law.ci_note}")
     if any(r.get("extrapolated") for r in results) and law.depth_range:
         lo, hi = law.depth_range
-        notes.append(f"* extrapolated: depth outside the law's data range {lo:g}-{hi:g} layers")
+        notes.append(f"* extrapolated: depth outside the law's data range {lo:.3g}-{hi:.3g} layers")
     return notes
 
 
@@ -220,7 +220,7 @@ def _fit_text(fit: dict[str, Any], out) -> str:
         lines.append(f"  unfinished {u} (no record.json)")
     o = fit["options"]
     lines.append(f"transition points ({o['pairs']} pairs, curve {o['curve']}, depth assigned: {o['assign']}, "
-                 f"bootstrap {o['bootstrap']} over {o['resample']}):")
+                 f"bootstrap {o['bootstrap']}, residuals {o['resample']}):")
     rows = []
     for p in sorted(fit["points"] + fit["no_crossing"], key=lambda p: (p["L_s"], p["L_d"])):
         ci = p["N_star_ci95"]

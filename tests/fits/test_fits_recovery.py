@@ -57,6 +57,16 @@ def test_one_pair_is_insufficient_and_exits_2(tmp_path, capsys):
     assert rc == 2 and "insufficient" in capsys.readouterr().err
 
 
+def test_single_seed_cells_cannot_be_weighted_unless_widths_are_resampled(tmp_path, capsys):
+    write_synthetic(tmp_path / "res", Surface(), depths=(2, 4, 8), n_seeds=1, seed=0)
+    rc = main(["fit", "--results", str(tmp_path / "res"), "--out", str(tmp_path / "f.json"), "--bootstrap", "50"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "zero or undefined bootstrap error" in err and err.count("\n") == 1
+    rc, fit, _ = run_fit(capsys, tmp_path / "res", tmp_path / "f.json", "--resample", "pooled+widths")
+    assert rc == 0 and fit["law"]["n_points"] == 2 and fit["law"]["dof"] == 0
+    assert any("have one seed" in w for w in fit["warnings"])
+
+
 def test_pairs_outside_the_range_are_listed_with_their_side(tmp_path, capsys):
     s = Surface()
     t = s.true_transition(16, 32)
