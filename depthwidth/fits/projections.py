@@ -15,7 +15,8 @@ A law with b <= 0 has no unique optimal depth; projections from it raise UserErr
 
 Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
 (default 4,000 samples, seed 0), every sample projected exactly (vectorised bracketed root
-finder, ``scipy.optimize.elementwise.find_root``), and the central percentile interval taken.
+finder ``scipy.optimize.elementwise.find_root``, scipy >= 1.15; a brentq loop on older scipy),
+and the central percentile interval taken.
 Monte Carlo rather than the delta method because the projections are exponential in b and the
 intervals are visibly asymmetric far outside the fitted depth range. Samples with b <= 0 (or a
 budget below the embedding cost) have no solution; their share is reported as
@@ -157,7 +158,6 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0):
     """Vectorised optimal depth for arrays a, b (shape (n,)); NaN where no root exists (b <= 0,
     or budget below the embedding cost). Same bracket and equation as :func:`optimal_depth`."""
     import numpy as np
-    from scipy.optimize.elementwise import find_root
 
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -174,6 +174,14 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0):
     lo = np.full_like(a, _L_MIN)
     hi = np.maximum(1.0, (log_b - math.log(12.0) - 2.0 * a) / (2.0 * bs)) + 1.0
     ok &= g(lo, a, bs) < 0
+    try:
+        from scipy.optimize.elementwise import find_root  # scipy >= 1.15
+    except ImportError:  # older scipy: the same bracket, one brentq per sample
+        from scipy.optimize import brentq
+
+        x = np.array([brentq(lambda L, i=i: float(g(L, a[i], bs[i])), lo[i], hi[i], xtol=1e-12) if ok[i]
+                      else np.nan for i in range(a.size)])
+        return np.where(ok, x, np.nan)
     res = find_root(g, (lo, hi), args=(a, bs), tolerances={"xrtol": 1e-12, "xatol": 1e-12})
     return np.where(ok & res.success, res.x, np.nan)
 

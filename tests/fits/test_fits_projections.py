@@ -153,6 +153,16 @@ def test_vectorised_solver_agrees_with_brentq():
         assert math.isnan(got[3])  # b <= 0: no unique root
 
 
+def test_old_scipy_fallback_gives_the_same_samples(monkeypatch):
+    import sys
+
+    a, b = np.array([4.0, 5.0, 6.0, 5.0]), np.array([0.05, 0.1, 0.02, -0.01])
+    new = P.optimal_depth_samples(1e10, a, b, 2000)
+    monkeypatch.setitem(sys.modules, "scipy.optimize.elementwise", None)  # import now fails
+    old = P.optimal_depth_samples(1e10, a, b, 2000)
+    assert old == pytest.approx(new, rel=1e-9, nan_ok=True)
+
+
 def test_verdict_ci_and_robustness_flag():
     q = P.query_shape(96, 12288, LAW_COV)
     lo, hi = q["ci"]["depth_ratio"]
