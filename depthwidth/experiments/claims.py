@@ -274,11 +274,12 @@ def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_
     rel = claim_rel(run_id)
     for _ in range(3):  # a claim released between our create and read: try again
         claim = new_claim(run_id, worker, num_workers)
+        _HELD.add(claim.token)  # before it is visible: sibling threads must not see it as a dead pid's
         if store.create_exclusive(rel, claim.to_dict()):
             if store.enforces_exclusive:
-                _HELD.add(claim.token)
                 return claim, ""
             return _verify(store, rel, claim, settle_s)
+        _HELD.discard(claim.token)
         old = store.read_json(rel)
         if old is None:
             continue
@@ -287,6 +288,7 @@ def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_
             return None, why
         if log:
             log(f"taking over {run_id}: {why}")
+        _HELD.add(claim.token)
         store.replace(rel, claim.to_dict())
         return _verify(store, rel, claim, settle_s)
     return None, "claim file appeared and vanished repeatedly"
@@ -296,8 +298,8 @@ def _verify(store, rel: str, claim: Claim, settle_s: float) -> tuple[Claim | Non
     time.sleep(settle_s)
     cur = store.read_json(rel)
     if isinstance(cur, dict) and cur.get("token") == claim.token:
-        _HELD.add(claim.token)
         return claim, ""
+    _HELD.discard(claim.token)
     return None, "another worker claimed it at the same time"
 
 

@@ -260,15 +260,19 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
         raise UserError(f"heartbeat period must be in (0, stale_after={stale_after_s:g}) seconds, got {hb:g}")
     jobs = plan(preset, results)
     order = order_for_worker(jobs, worker, num_workers, steal)
-    if train_fn is None:
-        if claims.is_url(results):
-            raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
-                            "paths only; use a local or mounted (e.g. gcsfuse) directory")
-        from depthwidth.models.train import train_run as train_fn  # noqa: N813 - lazy: imports jax
+    if train_fn is None and claims.is_url(results):
+        raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
+                        "paths only; use a local or mounted (e.g. gcsfuse) directory")
+    engine: list[Callable[..., dict[str, Any] | None]] = [train_fn] if train_fn else []
 
-        if compile_cache is True:
-            compile_cache = compile_cache_dir()
-        enable_compile_cache(compile_cache or None)
+    def trainer() -> Callable[..., dict[str, Any] | None]:
+        # The engine (and jax) load only when a run needs training: a finished sweep stays instant.
+        if not engine:
+            from depthwidth.models.train import train_run
+
+            enable_compile_cache(compile_cache_dir() if compile_cache is True else (compile_cache or None))
+            engine.append(train_run)
+        return engine[0]
 
     stores = {d: claims.open_store(d) for d in {j.results for j in jobs}}
     t0 = time.perf_counter()
@@ -329,8 +333,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
                 t_run = time.perf_counter()
                 with claims.Heartbeat(store, claim, hb, log=log):
                     try:
-                        rec = train_fn(job.cfg, job.results, data_dir=data_dir, resume=True,
-                                       progress=progress, verbose=verbose)
+                        rec = trainer()(job.cfg, job.results, data_dir=data_dir, resume=True,
+                                        progress=progress, verbose=verbose)
                     except (UserError, KeyboardInterrupt):
                         raise
                     except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep

@@ -1,0 +1,126 @@
+"""`depthwidth reproduce --preset smoke` end to end (the CI test), and the summary's numbers."""
+
+import json
+import math
+import subprocess
+
+import pytest
+
+from depthwidth.cli import main
+from depthwidth.experiments import summary
+from depthwidth.experiments.presets import load_preset
+
+
+def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
+    results = tmp_path / "results" / "smoke"
+    out = subprocess.run(cli_cmd + ["reproduce", "--preset", "smoke", "--no-progress", "--json"],
+                         cwd=tmp_path, env=engine_env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = json.loads(out.stdout)
+    # Default results directory: results/<preset> under the current directory.
+    assert s["results"] == "results/smoke" and s["complete"]
+    ids = sorted(r.run_id() for r in load_preset("smoke").runs)
+    assert sorted(p.parent.name for p in results.glob("runs/*/record.json")) == ids
+    assert s["sweep"]["trained"] and sorted(s["sweep"]["trained"]) == ids
+
+    c = s["corpora"]["tinyshakespeare"]
+    fit = json.loads((results / "fit.json").read_text())
+    assert fit["format"] == "depthwidth-fit" and fit["status"] == c["status"]
+    assert fit["table"]["n_used"] + len(fit["table"]["excluded"]) == 8
+    # One doubling pair, (1, 2). Its common N range, by hand: L=1 spans 12*1*16^2 = 3072 to
+    # 12*1*32^2 = 12288 and L=2 spans 12*2*16^2 = 6144 to 24576, so they overlap on [6144, 12288].
+    (pair,) = c["pairs"]
+    assert pair["pair"] == [1, 2] and pair["N_range"] == pytest.approx([6144, 12288])
+    if pair["crossed"]:
+        assert 6144 <= pair["N_star"] <= 12288
+    else:
+        assert pair["where"]
+    # The published law at the geometric-mean depth sqrt(2): N = 12 L exp(2 (5.039 + 0.0555 L)).
+    L = math.sqrt(2)
+    assert pair["L"] == pytest.approx(L)
+    assert pair["N_paper"] == pytest.approx(12 * L * math.exp(2 * (5.039 + 0.0555 * L)))
+    assert 472e3 < pair["N_paper"] < 474e3  # = 12 * 1.4142 * 166.9^2 = 472.7K
+    assert c["law"]["paper"]["a"] == 5.039 and c["law"]["paper"]["b"] == 0.0555
+
+    figs = sorted(p.name for p in (results / "figures").iterdir())
+    assert len([f for f in figs if f.endswith(".png")]) == 4 and len([f for f in figs if f.endswith(".pdf")]) == 4
+    assert sorted(c["figures"]) == sorted(str(p.relative_to(tmp_path)) for p in (results / "figures").iterdir())
+    on_disk = json.loads((results / "summary.json").read_text())
+    assert on_disk["corpora"] == s["corpora"]
+    md = (results / "summary.md").read_text()
+    assert "| (1, 2) |" in md and "![fig1" in md and "5.039" in md
+
+    # Again: nothing is trained, and the same fit comes out.
+    again = subprocess.run(cli_cmd + ["reproduce", "--preset", "smoke", "--no-figures"],
+                           cwd=tmp_path, env=engine_env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "trained now 0" in again.stdout and "training " not in again.stderr
+    assert json.loads((results / "fit.json").read_text())["points"] == fit["points"]
+
+
+def test_bad_fit_options_fail_before_any_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "--preset", "smoke", "--pairs", "every"]) == 2
+    assert "--pairs must be one of" in capsys.readouterr().err
+    assert main(["reproduce", "--preset", "smoke", "--assign", "middle"]) == 2
+    assert "--assign must be one of" in capsys.readouterr().err
+    assert main(["reproduce", "--preset", "smoke", "--bootstrap", "1"]) == 2
+    assert not (tmp_path / "results").exists()
+
+
+FIT = {
+    "format": "depthwidth-fit", "version": 1, "status": "ok",
+    "points": [
+        {"L_s": 2, "L_d": 4, "L": math.sqrt(8), "status": "crossing", "meaning": "", "N_star": 2.0e5,
+         "N_star_ci95": [1.5e5, 2.6e5], "d_x": math.sqrt(2.0e5 / (12 * math.sqrt(8))), "sigma_ln_d_x": 0.1,
+         "N_range": [2.5e4, 1e6]},
+    ],
+    "no_crossing": [
+        {"L_s": 4, "L_d": 8, "L": math.sqrt(32), "status": "deeper_worse_throughout", "meaning": "m",
+         "N_star": None, "N_star_ci95": None, "d_x": None, "sigma_ln_d_x": None, "N_range": [2.5e4, 1e6]},
+        {"L_s": 8, "L_d": 16, "L": math.sqrt(128), "status": "deeper_better_throughout", "meaning": "m",
+         "N_star": None, "N_star_ci95": None, "d_x": None, "sigma_ln_d_x": None, "N_range": [5e4, 2e6]},
+    ],
+    "law": {"a": 4.5, "b": 0.2555, "stderr": {"a": 0.25, "b": 0.05}, "ci95": {"a": [4.01, 4.99], "b": [0.157, 0.354]},
+            "n_points": 2, "dof": 0, "chi2_red": None, "r2": None, "bootstrap": None},
+    "options": {"pairs": "doubling", "assign": "geom", "bootstrap": 100},
+    "table": {}, "warnings": ["w1"],
+}
+
+
+def test_law_comparison_in_our_standard_errors():
+    cmp = summary.compare_law(FIT["law"])
+    # z = (ours - paper) / our stderr: a: (4.5 - 5.039)/0.25 = -2.156; b: (0.2555 - 0.0555)/0.05 = 4.0.
+    assert cmp["z_a"] == pytest.approx(-2.156)
+    assert cmp["z_b"] == pytest.approx(4.0)
+    assert cmp["theory_slope"] == pytest.approx(1.0986, abs=1e-4)  # ln 3
+    assert summary.compare_law(None)["fitted"] is None
+
+
+def test_pair_rows_and_sides():
+    rows = summary.pair_rows(FIT)
+    assert [r["pair"] for r in rows] == [[2, 4], [4, 8], [8, 16]]
+    r24 = rows[0]
+    # Published law at L = sqrt(8) = 2.828: d = exp(5.039 + 0.0555*2.828) = exp(5.196) = 180.6,
+    # N = 12 * 2.828 * 180.6^2 = 1.107M.
+    assert r24["d_x_paper"] == pytest.approx(180.6, abs=0.1)
+    assert r24["N_paper"] == pytest.approx(1.107e6, rel=1e-3)
+    assert r24["crossed"] and r24["where"] is None
+    assert rows[1]["where"] == "L=8 worse than L=4 over N = 25K..1M: transition above 1M"
+    assert rows[2]["where"] == "L=16 better than L=8 over N = 50K..2M: transition below 50K"
+
+
+def test_summary_text_and_markdown():
+    c = summary.corpus_summary("res", FIT, None, "res/fit.json", ["res/figures/a.png", "res/figures/a.pdf"], None)
+    s = {"preset": "p", "description": "d", "results": "res", "out": "res", "complete": True,
+         "sweep": {"finished": 3, "diverged": 1, "total": 4, "trained": [], "failed": [], "busy": []},
+         "corpora": {"c": c}, "files": ["res/summary.json", "res/summary.md"]}
+    text = summary.summary_text(s)
+    assert "4/4 runs have records (3 finished, 1 diverged" in text
+    assert "(2,4) crossed at N* = 200K [150K, 260K]" in text
+    assert "a = 4.500 ± 0.250" in text and "b = 0.2555 ± 0.0500" in text
+    assert "-2.2 sigma (a), +4.0 sigma (b)" in text
+    md = summary.summary_markdown(s)
+    assert "| (2, 4) | crossing | 200K | 150K to 260K |" in md
+    assert "| Levine et al. 2020 | 5.039 | 0.0555 |" in md
+    assert "![a](figures/a.png)" in md
