@@ -35,6 +35,11 @@ def _pair(p: dict[str, Any]) -> str:
     return f"L{p['L_s']}→L{p['L_d']}"
 
 
+def _sentences(notes: list[str]) -> str:
+    """Notes joined as sentences for a caption."""
+    return " ".join(n[:1].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in notes)
+
+
 def _footnote(fig, lines: list[str]) -> None:
     """Notes under everything already drawn (axes, legends outside them), saved with
     bbox='tight', so they never cover data or a legend."""
@@ -120,10 +125,11 @@ def loss_vs_params(inputs) -> tuple[Any, str]:
     if inputs.fit is None:
         notes += [n for n in inputs.notes if n.startswith("no fit")]
     _footnote(fig, notes)
-    caption = ("Test loss vs non-embedding size N = 12·L·d² per depth (mean over seeds, bars = seed std); "
-               "dashed lines: transition sizes N* where the deeper network starts to win, bands: 95% bootstrap "
-               "intervals. " + ("Crossings: " + "; ".join(crossed) + ". " if crossed else "No pair crossed. ")
-               + " ".join(notes))
+    caption = ("Test loss vs non-embedding size N = 12·L·d² per depth (mean over seeds, bars = seed std). "
+               + ("Dashed lines: transition sizes N* where the deeper network starts to win"
+                  + (", bands: 95% bootstrap intervals" if any_ci else "") + ". Crossings: "
+                  + "; ".join(crossed) + ". " if crossed else "No pair crossed. ")
+               + _sentences(notes))
     return fig, caption.strip()
 
 
@@ -214,10 +220,12 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     if inputs.law is not None:
         law = inputs.law
         fit_txt = f"This fit: a = {law.a:.3f}, b = {law.b:.4f} ({len(points)} points). "
-    caption = ("ln of the transition width vs depth: transition points of this sweep (bars: bootstrap σ), "
-               "the fitted law with its 95% band from the fit covariance, the published law of Levine et al. "
-               f"2020 (a = {pub.a}, b = {pub.b}) and the theoretical threshold ln d_x = L·ln 3. " + fit_txt
-               + f"The theory slope ({ln3:.3f}) is {ln3 / pub.b:.0f}× the published one. " + " ".join(notes))
+    caption = ("ln of the transition width vs depth: "
+               + ("transition points of this sweep (bars: bootstrap σ), " if points else "no transition points, ")
+               + ("the fitted law with its 95% band from the fit covariance, " if inputs.law is not None else "")
+               + f"the published law of Levine et al. 2020 (a = {pub.a}, b = {pub.b}) and the theoretical "
+               "threshold ln d_x = L·ln 3. " + fit_txt
+               + f"The theory slope ({ln3:.3f}) is {ln3 / pub.b:.0f}× the published one. " + _sentences(notes))
     return fig, caption.strip()
 
 
@@ -388,7 +396,7 @@ def optimal_depth(inputs, shapes=None) -> tuple[Any, str]:
                + (" and this sweep's fit (95% band)" if inputs.law is not None else "")
                + ", with well-known models at N = 12·L·d². Against the published law, too deep: "
                + (", ".join(deep) or "none") + "; near optimal: " + (", ".join(near) or "none")
-               + "; too wide: " + (", ".join(wide) or "none") + ". " + " ".join(notes))
+               + "; too wide: " + (", ".join(wide) or "none") + ". " + _sentences(notes))
     return fig, caption
 
 
