@@ -102,6 +102,16 @@ class LocalStore:
             return True
         except FileExistsError:
             return False
+        except OSError:
+            # No hard links (e.g. a gcsfuse mount): O_EXCL create, then verify by re-reading.
+            self.enforces_exclusive = False
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as fh:
+                json.dump(obj, fh, indent=1, sort_keys=True)
+            return True
         finally:
             os.unlink(tmp)
 

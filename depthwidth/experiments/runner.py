@@ -328,8 +328,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
             try:
                 if record_of(job) is not None:  # finished by another worker just before our claim
                     continue
-                log(f"{tag} training {job.run_id} ({len(done) + 1}/{len(jobs)}; L={job.cfg.model.n_layer} "
-                    f"d={job.cfg.model.d_model} seed={job.cfg.train.seed} corpus={job.corpus})")
+                log(f"{tag} training {job.run_id} (L={job.cfg.model.n_layer} d={job.cfg.model.d_model} "
+                    f"seed={job.cfg.train.seed} corpus={job.corpus}; {len(done)}/{len(jobs)} done)")
                 t_run = time.perf_counter()
                 with claims.Heartbeat(store, claim, hb, log=log):
                     try:

@@ -274,8 +274,12 @@ def summary_markdown(s: dict[str, Any]) -> str:
         md += ["| | a | b |", "|---|---|---|"]
         if law["fitted"]:
             f = law["fitted"]
-            md.append(f"| fitted (± stderr, 95%) | {f['a']:.3f} ± {f['stderr']['a']:.3f} | "
+            ci = f["ci95"]
+            md.append(f"| fitted (± stderr) | {f['a']:.3f} ± {f['stderr']['a']:.3f} | "
                       f"{f['b']:.4f} ± {f['stderr']['b']:.4f} |")
+            md.append(f"| 95% interval | {ci['a'][0]:.3f} to {ci['a'][1]:.3f} | {ci['b'][0]:.4f} to {ci['b'][1]:.4f} |")
+            if law["z_a"] is not None and law["z_b"] is not None:
+                md.append(f"| fitted - paper, in stderr | {law['z_a']:+.1f} | {law['z_b']:+.1f} |")
         else:
             md.append("| fitted | - | - |")
         md.append(f"| Levine et al. 2020 | {law['paper']['a']} | {law['paper']['b']} |")

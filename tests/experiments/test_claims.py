@@ -170,3 +170,16 @@ def test_racing_takeover_of_a_stale_claim_exactly_one_wins(tmp_path):
         t.join()
     assert len(winners) == 1
     assert json.loads(store.path(claims.claim_rel("r1")).read_text())["token"] == winners[0].token
+
+
+def test_filesystem_without_hard_links_falls_back_to_o_excl(tmp_path, monkeypatch):
+    def no_link(*a, **k):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_link)
+    store = claims.open_store(tmp_path)
+    c, _ = claims.try_claim(store, "r1", worker=0, num_workers=1, stale_after_s=60, settle_s=0.01)
+    assert c is not None and not store.enforces_exclusive  # now verified by re-reading
+    assert store.read_json(claims.claim_rel("r1"))["token"] == c.token
+    c2, why = claims.try_claim(store, "r1", worker=1, num_workers=2, stale_after_s=60, settle_s=0.01)
+    assert c2 is None and "held by" in why

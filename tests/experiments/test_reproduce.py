@@ -123,4 +123,69 @@ def test_summary_text_and_markdown():
     md = summary.summary_markdown(s)
     assert "| (2, 4) | crossing | 200K | 150K to 260K |" in md
     assert "| Levine et al. 2020 | 5.039 | 0.0555 |" in md
+    assert "| 95% interval | 4.010 to 4.990 | 0.1570 to 0.3540 |" in md and "| -2.2 | +4.0 |" in md
     assert "![a](figures/a.png)" in md
+
+
+KNOWN = """
+name = "known"
+description = "synthetic: losses built so that the transitions follow the published law exactly"
+[base.model]
+n_head = 2
+seq_len = 16
+[base.train]
+steps = 10
+batch_size = 4
+warmup_steps = 1
+[grid]
+depths = [2, 4, 8]
+seeds = [0, 1]
+corpora = ["tinyshakespeare", "kjv"]
+[grid.widths]
+2 = [112, 160, 224, 320, 448, 640]
+4 = [80, 112, 160, 224, 320, 448]
+8 = [56, 80, 112, 160, 224, 320]
+"""
+
+
+def test_reproduce_recovers_a_known_law(tmp_path):
+    """A stand-in engine whose test loss at fixed N is lowest at the depth the published law
+    calls optimal: loss = 2 - 0.1 ln N + 0.05 (ln L - ln L*(N))^2, L*(N) solving
+    N = 12 L exp(2a + 2bL) (a = 5.039, b = 0.0555), +-0.0005 by seed. Then L=4 beats L=2 exactly
+    where L* > sqrt(8), i.e. at N* = N(sqrt 8), whose width at the geometric-mean depth sqrt(8)
+    is exp(a + b sqrt 8): the fit must give back a and b, per corpus, in the multi-corpus layout."""
+    from depthwidth.experiments import records
+    from depthwidth.experiments.presets import load_preset
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import optimal_depth
+
+    law = levine2020()
+
+    def engine(cfg, results_dir, **_):
+        L, d, s = cfg.model.n_layer, cfg.model.d_model, cfg.train.seed
+        N = 12 * L * d * d
+        loss = 2 - 0.1 * math.log(N) + 0.05 * (math.log(L) - math.log(optimal_depth(N, law))) ** 2
+        rec = {"schema": 1, "run_id": cfg.run_id(), "status": "finished", "config": cfg.to_dict(),
+               "n_layer": L, "d_model": d, "n_head": 2, "seed": s, "params": {"kaplan": N},
+               "tokens": 640, "steps": 10, "test_loss": loss + (0.0005 if s == 0 else -0.0005),
+               "wall_s": 0.1, "compile_s": 0.1}
+        records.write_json_atomic(records.run_dir(results_dir, cfg.run_id()) / "record.json", rec)
+        return rec
+
+    f = tmp_path / "known.toml"
+    f.write_text(KNOWN)
+    s = summary.reproduce(load_preset(f), tmp_path / "res", bootstrap=200, figures=False,
+                          sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+    assert s["complete"] and s["sweep"]["finished"] == 2 * 3 * 6 * 2
+    assert set(s["corpora"]) == {"tinyshakespeare", "kjv"}
+    for corpus, c in s["corpora"].items():
+        assert c["results"] == str(tmp_path / "res" / corpus)
+        assert c["fit_path"] == str(tmp_path / "res" / corpus / "fit.json")
+        assert [r["pair"] for r in c["pairs"]] == [[2, 4], [4, 8]] and all(r["crossed"] for r in c["pairs"])
+        for r in c["pairs"]:
+            # N* where the law makes the geometric-mean depth optimal (N(sqrt 8) = 1.107M by hand).
+            assert r["N_star"] == pytest.approx(r["N_paper"], rel=0.02)
+        fitted = c["law"]["fitted"]
+        assert fitted["a"] == pytest.approx(5.039, abs=0.02) and fitted["b"] == pytest.approx(0.0555, abs=0.004)
+    assert (tmp_path / "res" / "summary.json").exists() and (tmp_path / "res" / "summary.md").exists()
+    assert "(2,4) crossed at N* = 1.1" in summary.summary_text(s)
