@@ -69,6 +69,11 @@ def test_levine2020_matches_the_paper_and_the_law():
         assert abs(p.widths[L][0] - d_star / 2) <= 16 and abs(p.widths[L][-1] - 2 * d_star) <= 16
     # Spot check by hand: L=6, d* = e^5.372 = 215.3; x0.5 = 107.6 -> 96 (107.6/32 = 3.36 -> 3).
     assert p.widths[6][0] == 96 and p.widths[6][2] == 224
+    # FSDP (embed -> data) for depths 36 and 48 only: 12*48*4416^2 = 11.2B parameters x 16 bytes.
+    for r in p.runs:
+        fsdp = dict(r.mesh.rules).get("embed") == "data"
+        assert fsdp == (r.model.n_layer in (36, 48))
+    assert 12 * 48 * 4416 ** 2 * 16 / 1e9 == pytest.approx(179.7, abs=0.1)
 
 
 def _write(tmp_path: Path, text: str) -> Path:
