@@ -10,7 +10,7 @@ count N = 12·L·d_x²; L in layers, d_x in units of width, N and V·d_x in para
     optimal depth for a budget B               the root L* of N_tot(L) = B   (V = 0: B = N)
 
 For b > 0, ln N_tot(L) is strictly increasing in L (every term grows), so the root is unique and
-found by ``scipy.optimize.brentq`` on ``ln N_tot(L) - ln B`` inside a bracket derived below.
+found by a bracketed root finder (mpmath's Anderson-Björck) on ``ln N_tot(L) - ln B`` inside a bracket derived below.
 A law with b <= 0 has no unique optimal depth; projections from it raise UserError.
 
 Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
@@ -88,7 +88,10 @@ def optimal_depth(budget: float, law: Law, vocab: float = 0) -> float:
     budget <= 0, if law.b <= 0 (no unique root), or if the budget does not exceed the embedding
     cost V·d(L) even at vanishing depth.
     """
-    from scipy.optimize import brentq
+    # mpmath's bracketed solver, not scipy.optimize.brentq: the same root (the function is
+    # monotone on the bracket), and importing scipy.optimize alone costs ~0.5-0.9 s, which would
+    # make `depthwidth query` slow to answer (measured with python -X importtime).
+    import mpmath
 
     if not (budget > 0 and math.isfinite(budget)):
         raise UserError(f"budget must be a positive finite number of parameters, got {budget!r}")
@@ -100,7 +103,8 @@ def optimal_depth(budget: float, law: Law, vocab: float = 0) -> float:
         raise UserError(f"budget {budget:.4g} is too small for law {law.name}"
                         + (f" with vocab {vocab:g} (embedding {vocab:g}*d_x alone exceeds it)" if vocab else ""))
     hi = _upper_bracket(log_b, law.a, law.b)
-    return brentq(lambda L: _log_budget(L, law.a, law.b, vocab) - log_b, lo, hi, xtol=1e-12, rtol=1e-15)
+    f = lambda L: _log_budget(float(L), law.a, law.b, vocab) - log_b  # noqa: E731
+    return float(mpmath.findroot(f, (lo, hi), solver="anderson", tol=1e-24))
 
 
 def optimal_width(budget: float, law: Law, vocab: float = 0) -> float:
