@@ -330,11 +330,12 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
                     continue
                 log(f"{tag} training {job.run_id} (L={job.cfg.model.n_layer} d={job.cfg.model.d_model} "
                     f"seed={job.cfg.train.seed} corpus={job.corpus}; {len(done)}/{len(jobs)} done)")
+                train = trainer()  # outside the per-run try: an engine that cannot load is not a run failure
                 t_run = time.perf_counter()
                 with claims.Heartbeat(store, claim, hb, log=log):
                     try:
-                        rec = trainer()(job.cfg, job.results, data_dir=data_dir, resume=True,
-                                        progress=progress, verbose=verbose)
+                        rec = train(job.cfg, job.results, data_dir=data_dir, resume=True,
+                                    progress=progress, verbose=verbose)
                     except (UserError, KeyboardInterrupt):
                         raise
                     except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
@@ -355,6 +356,9 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
         if main:
             signal.signal(signal.SIGTERM, old_term)
 
+    for j in jobs:  # runs other workers finished while this one worked
+        if j.run_id not in done:
+            record_of(j)
     report.busy = [{"run_id": k, "why": v} for k, v in busy.items() if k not in done]
     report.finished = sum(1 for r in done.values() if r.get("status") == "finished")
     report.diverged = sum(1 for r in done.values() if r.get("status") == "diverged")
