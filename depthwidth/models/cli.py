@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--batch", default="32", help="batch size (sequences)")
     bt.add_argument("--steps", default="20", help="timed steps")
     bt.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="compute dtype")
+    bt.add_argument("--unroll", default="1", help="layers per scan iteration (model.scan_unroll; >= layers = unrolled)")
     bt.add_argument("--mesh", default="0x1", help="DATAxMODEL mesh, 0 = all remaining devices (default 0x1)")
     add_json_flag(bt)
     bt.set_defaults(func=_bench)
@@ -89,7 +90,8 @@ def _bench(args) -> int:
     cfg = C.RunConfig(
         model=C.ModelConfig(n_layer=parse_int(args.layers, name="--layers"), d_model=parse_int(args.width, name="--width"),
                             n_head=parse_int(args.heads, name="--heads"), vocab_size=parse_int(args.vocab, name="--vocab"),
-                            seq_len=parse_int(args.seq_len, name="--seq-len")),
+                            seq_len=parse_int(args.seq_len, name="--seq-len"),
+                            scan_unroll=parse_int(args.unroll, name="--unroll")),
         train=C.TrainConfig(batch_size=parse_int(args.batch, name="--batch"), compute_dtype=args.dtype),
         mesh=C.MeshConfig(data=data, model=max(model, 1)),
     )

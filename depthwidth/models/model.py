@@ -150,6 +150,7 @@ class LM(nnx.Module):
             keys = jax.random.split(dropout_key, self.cfg.n_layer)
 
         @nnx.scan(in_axes=(nnx.Carry, 0, 0 if keys is not None else None), out_axes=nnx.Carry,
+                  unroll=min(self.cfg.scan_unroll, self.cfg.n_layer),
                   transform_metadata={nnx.PARTITION_NAME: "layers"})
         def run_stack(x: jax.Array, block: Block, key: jax.Array | None) -> jax.Array:
             return block(x, key)

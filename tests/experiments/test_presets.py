@@ -36,16 +36,17 @@ def test_smoke_grid_and_order():
 
 def test_cpu_widths_follow_their_param_targets():
     p = load_preset("cpu")
-    assert p.depths == (2, 4, 8) and len(p.seeds) == 2
+    assert p.depths == (1, 2, 4) and len(p.seeds) == 2
     assert p.base.model.seq_len == 64 and p.base.train.batch_size == 32 and p.base.data.tokenizer == "char"
-    # The file's comment: d = sqrt(N / (12 L)) for N = 25K, 50K, 100K, 200K, 400K, 1M, rounded to even.
-    targets = [25e3, 50e3, 100e3, 200e3, 400e3, 1e6]
+    # The file's comment: d = sqrt(N / (12 L)) for the Kaplan targets, rounded to even.
+    targets = {1: [25e3, 100e3, 200e3, 400e3], 2: [25e3, 100e3, 200e3, 400e3], 4: [100e3, 400e3]}
     for L in p.depths:
         ws = p.widths[L]
-        assert len(ws) == len(targets)
-        for d, n in zip(ws, targets):
+        assert len(ws) == len(targets[L])
+        for d, n in zip(ws, targets[L]):
             exact = math.sqrt(n / (12 * L))
             assert d % 2 == 0 and abs(d - exact) <= 1.0 + 1e-9, (L, d, exact)
+    assert len(p.runs) == 2 * (4 + 4 + 2)
 
 
 def test_levine2020_matches_the_paper_and_the_law():
@@ -171,7 +172,7 @@ def test_cli_presets_list_and_show(capsys):
     assert max(r["kaplan_params"] for r in s["runs"]) == 24576
     assert main(["presets", "cpu"]) == 0
     out = capsys.readouterr().out
-    # The largest L=8 model: 12*8*102^2 = 998,784 parameters, printed with 3 significant digits.
-    assert "L=8" in out and "999K" in out
+    # The largest L=2 model: 12*2*130^2 = 405,600 parameters, printed with 3 significant digits.
+    assert "L=2" in out and "406K" in out
     assert main(["presets", "nope"]) == 2
     assert "unknown preset" in capsys.readouterr().err
