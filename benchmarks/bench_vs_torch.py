@@ -70,6 +70,43 @@ def torch_gpt(L, d, H, V, T):
     return step
 
 
+def _jax_runner(L, d, H, V, T, B, data, unroll):
+    """A function n -> run n train steps of depthwidth's engine (one device), blocking at the end."""
+    import jax
+
+    from depthwidth.config import MeshConfig, ModelConfig, RunConfig, TrainConfig
+    from depthwidth.models import sharding as sh
+    from depthwidth.models.train import build_engine
+
+    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=H, vocab_size=V, seq_len=T, scan_unroll=unroll),
+                    train=TrainConfig(batch_size=B, steps=10**6, warmup_steps=0), mesh=MeshConfig(data=1))
+    eng = build_engine(cfg, mesh=sh.make_mesh(cfg.mesh, jax.devices()[:1]), verbose=False)
+    box = {"state": eng.init_fn(0)}
+    batches = [(sh.global_batch(s[:, :-1], eng.batch_sharding), sh.global_batch(s[:, 1:], eng.batch_sharding))
+               for s in data]
+
+    def run(n):
+        for i in range(n):
+            box["state"], m = eng.train_step(box["state"], *batches[i % len(batches)])
+        jax.block_until_ready(m)
+
+    return run
+
+
+def _torch_runner(L, d, H, V, T, data):
+    """A function n -> run n eager PyTorch train steps of the same shape."""
+    import torch
+
+    step = torch_gpt(L, d, H, V, T)
+    batches = [(torch.from_numpy(s[:, :-1].astype(np.int64)), torch.from_numpy(s[:, 1:].astype(np.int64))) for s in data]
+
+    def run(n):
+        for i in range(n):
+            step(*batches[i % len(batches)])
+
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="2x128,6x128,12x128,6x256", help="LxD,LxD,...")
@@ -80,14 +117,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="alternating timed rounds per side (best is kept)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--unrolled-too", action="store_true",
+                    help="also time the JAX step with the layer scan fully unrolled (model.scan_unroll = L)")
     args = ap.parse_args()
 
-    import jax
     import torch
 
-    from depthwidth.config import MeshConfig, ModelConfig, RunConfig, TrainConfig
-    from depthwidth.models import sharding as sh
-    from depthwidth.models.train import build_engine
     from depthwidth.theory.compute import train_flops_per_token
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -97,39 +132,35 @@ def main() -> None:
     for shape in args.shapes.split(","):
         L, d = (int(v) for v in shape.lower().split("x"))
         data = [rng.integers(0, V, (B, T + 1)).astype(np.int32) for _ in range(4)]
-        cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=H, vocab_size=V, seq_len=T),
-                        train=TrainConfig(batch_size=B, steps=10**6, warmup_steps=0), mesh=MeshConfig(data=1))
-        eng = build_engine(cfg, mesh=sh.make_mesh(cfg.mesh, jax.devices()[:1]), verbose=False)
-        state = eng.init_fn(0)
-        jx = [(sh.global_batch(s[:, :-1], eng.batch_sharding), sh.global_batch(s[:, 1:], eng.batch_sharding)) for s in data]
-        tstep = torch_gpt(L, d, H, V, T)
-        tx = [(torch.from_numpy(s[:, :-1].astype(np.int64)), torch.from_numpy(s[:, 1:].astype(np.int64))) for s in data]
-        for i in range(3):  # warm-up both
-            state, m = eng.train_step(state, *jx[i % 4])
-            tstep(*tx[i % 4])
-        jax.block_until_ready(m)
-        best_j = best_t = math.inf
-        for _ in range(args.rounds):
-            t0 = time.perf_counter()
-            for i in range(args.steps):
-                state, m = eng.train_step(state, *jx[i % 4])
-            jax.block_until_ready(m)
-            best_j = min(best_j, time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            for i in range(args.steps):
-                tstep(*tx[i % 4])
-            best_t = min(best_t, time.perf_counter() - t0)
+        sides = {"jax": _jax_runner(L, d, H, V, T, B, data, unroll=1)}
+        if args.unrolled_too:
+            sides["jax_unrolled"] = _jax_runner(L, d, H, V, T, B, data, unroll=L)
+        sides["torch"] = _torch_runner(L, d, H, V, T, data)
+        for run in sides.values():  # warm-up (and compile) every side
+            run(3)
+        best = {k: math.inf for k in sides}
+        for _ in range(args.rounds):  # alternate sides so background load hits all alike
+            for k, run in sides.items():
+                t0 = time.perf_counter()
+                run(args.steps)
+                best[k] = min(best[k], time.perf_counter() - t0)
+        best_j, best_t = best["jax"], best["torch"]
         tok = args.steps * B * T
         fpt = int(train_flops_per_token(L, d, T, vocab_size=V))
         row = {"n_layer": L, "d_model": d, "n_head": H, "vocab_size": V, "seq_len": T, "batch_size": B,
                "jax_tokens_per_s": tok / best_j, "torch_tokens_per_s": tok / best_t,
                "ratio_jax_over_torch": best_t / best_j, "flops_per_token": fpt,
                "jax_gflops_per_s": tok / best_j * fpt / 1e9, "torch_gflops_per_s": tok / best_t * fpt / 1e9}
+        if args.unrolled_too:
+            row["jax_unrolled_tokens_per_s"] = tok / best["jax_unrolled"]
+            row["ratio_unrolled_over_torch"] = best_t / best["jax_unrolled"]
         rows.append(row)
         if not args.json:
             print(f"L={L:3d} d={d:4d}: jax {row['jax_tokens_per_s']:10,.0f} tok/s ({row['jax_gflops_per_s']:6.1f} GFLOP/s)"
                   f" | torch {row['torch_tokens_per_s']:10,.0f} tok/s ({row['torch_gflops_per_s']:6.1f} GFLOP/s)"
-                  f" | jax/torch {row['ratio_jax_over_torch']:.2f}x", flush=True)
+                  f" | jax/torch {row['ratio_jax_over_torch']:.2f}x"
+                  + (f" | unrolled {row['jax_unrolled_tokens_per_s']:10,.0f} tok/s ({row['ratio_unrolled_over_torch']:.2f}x torch)"
+                     if args.unrolled_too else ""), flush=True)
     if args.json:
         print(json.dumps(rows))
 

@@ -22,9 +22,10 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,6 @@ from depthwidth.experiments import records
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
 from depthwidth.models.model import LM, cast_params
-
 
 MFU_CONVENTION = "6N + 6Vd + 6LTd (causal attention, MaxText convention)"
 
