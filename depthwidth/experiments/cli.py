@@ -55,6 +55,9 @@ def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
                                                         "current directory)")
     p.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
     p.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
+    p.add_argument("--jobs", default="1", metavar="J",
+                   help="worker processes on this machine (default 1); on a CPU, 2 jobs on 2 cores nearly halve "
+                        "a compile-bound sweep of small models")
     p.add_argument("--no-steal", action="store_true",
                    help="train only this worker's own runs, not other workers' unclaimed ones")
     p.add_argument("--stale-after", default="600", metavar="SECONDS",
@@ -90,8 +93,15 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     i = parse_int(args.worker, name="--worker", minimum=0)
     if i >= n:
         raise UserError(f"--worker must be in 0..{n - 1} with --num-workers {n}, got {i}")
+    stale = _float(args.stale_after, "--stale-after")
+    # What a child worker process needs to run the same sweep (--jobs).
+    child = ["--preset", args.preset, "--stale-after", args.stale_after]
+    child += [x for o in args.overrides for x in ("--set", o)]
+    child += ["--data-dir", args.data_dir] if args.data_dir else []
+    child += ["--no-steal"] if args.no_steal else []
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
-            "stale_after_s": _float(args.stale_after, "--stale-after"), "progress": not args.no_progress}
+            "stale_after_s": stale, "progress": not args.no_progress,
+            "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
 
 
 def _download(preset, data_dir: str | None) -> None:
@@ -151,13 +161,13 @@ def _count(x: float) -> str:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.runner import report_text, run_sweep
+    from depthwidth.experiments.runner import report_text, run_local_jobs
 
     preset = _load(args)
     kw = _sweep_kwargs(args)
     if args.download:
         _download(preset, args.data_dir)
-    rep = run_sweep(preset, args.results, **kw)
+    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
 

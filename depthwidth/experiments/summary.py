@@ -149,6 +149,9 @@ def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = N
               sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sweep, fit, figures and summary for ``preset`` (module docstring); returns the summary dict.
 
+    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.runner.run_sweep`, or with ``jobs`` > 1
+    (and ``child_args``) to :func:`~depthwidth.experiments.runner.run_local_jobs`.
+
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
     ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
@@ -165,7 +168,13 @@ def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = N
         raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "
                         "`depthwidth sweep`, then copy the records")
     t0 = time.perf_counter()
-    rep = runner.run_sweep(preset, results, **(sweep_kwargs or {}))
+    kw = dict(sweep_kwargs or {})
+    if kw.get("jobs", 1) > 1:
+        rep = runner.run_local_jobs(preset, results, kw.pop("child_args"), **kw)
+    else:
+        kw.pop("jobs", None)
+        kw.pop("child_args", None)
+        rep = runner.run_sweep(preset, results, **kw)
     out_root = Path(out) if out is not None else Path(results)
     groups = runner.group_dirs(preset, results)
     per: dict[str, Any] = {}

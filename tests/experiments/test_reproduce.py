@@ -13,15 +13,19 @@ from depthwidth.experiments.presets import load_preset
 
 def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
     results = tmp_path / "results" / "smoke"
-    out = subprocess.run(cli_cmd + ["reproduce", "--preset", "smoke", "--no-progress", "--json"],
+    # Two local worker processes (--jobs 2): this process and one child share the directory.
+    out = subprocess.run(cli_cmd + ["reproduce", "--preset", "smoke", "--jobs", "2", "--no-progress", "--json"],
                          cwd=tmp_path, env=engine_env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     s = json.loads(out.stdout)
+    trained_by = {w: {line.split()[4] for line in out.stderr.splitlines() if line.startswith(f"[sweep smoke {w}] training")}
+                  for w in ("w0/2", "w1/2")}
+    assert trained_by["w0/2"] and trained_by["w1/2"] and not trained_by["w0/2"] & trained_by["w1/2"]
     # Default results directory: results/<preset> under the current directory.
     assert s["results"] == "results/smoke" and s["complete"]
     ids = sorted(r.run_id() for r in load_preset("smoke").runs)
     assert sorted(p.parent.name for p in results.glob("runs/*/record.json")) == ids
-    assert s["sweep"]["trained"] and sorted(s["sweep"]["trained"]) == ids
+    assert sorted(s["sweep"]["trained"]) == ids == sorted(trained_by["w0/2"] | trained_by["w1/2"])
 
     c = s["corpora"]["tinyshakespeare"]
     fit = json.loads((results / "fit.json").read_text())

@@ -240,6 +240,8 @@ def test_cli_sweep_bad_arguments(tmp_path, capsys):
     assert main(["sweep", "--preset", "smoke", "--results", str(tmp_path), "--set", "model.d_model=64"]) == 2
     assert "grid axis" in capsys.readouterr().err
     assert main(["sweep", "--results", str(tmp_path)]) == 2
+    assert main(["sweep", "--preset", "smoke", "--results", str(tmp_path), "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1" in capsys.readouterr().err
 
 
 def test_cli_sweep_over_finished_results_trains_nothing(tmp_path):
