@@ -56,8 +56,8 @@ def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
     p.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
     p.add_argument("--jobs", default="1", metavar="J",
-                   help="worker processes on this machine (default 1); on a CPU, 2 jobs on 2 cores nearly halve "
-                        "a compile-bound sweep of small models")
+                   help="worker processes on this machine (default 1); XLA compiles on one core, so on a "
+                        "multi-core CPU a few jobs can shorten a compile-bound sweep of small models")
     p.add_argument("--no-steal", action="store_true",
                    help="train only this worker's own runs, not other workers' unclaimed ones")
     p.add_argument("--stale-after", default="600", metavar="SECONDS",

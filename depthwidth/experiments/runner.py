@@ -389,8 +389,8 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     claim files. Host ``worker`` of ``num_workers`` runs workers worker·jobs .. worker·jobs+jobs-1
     of num_workers·jobs in all.
 
-    Why: on a CPU, XLA compiles on one core, so for the small models of a CPU sweep two
-    processes on two cores finish a compile-bound sweep in little more than half the time.
+    Why: XLA compiles on one core, and a CPU sweep of small models is mostly compilation, so
+    a second process can use an idle core (how much it saves depends on what else runs).
     Returns one merged :class:`SweepReport`; a child that dies is reported in ``failed``.
     Ctrl-C or SIGTERM stops the children too (each releases its claim).
     """
