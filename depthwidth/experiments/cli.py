@@ -68,6 +68,7 @@ def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
 
 
 def _load(args: argparse.Namespace):
@@ -163,6 +164,15 @@ def _count(x: float) -> str:
 def _sweep(args: argparse.Namespace) -> int:
     from depthwidth.experiments.runner import report_text, run_local_jobs
 
+    if args.cpus:
+        import os
+
+        from depthwidth.units import parse_int_list
+
+        try:
+            os.sched_setaffinity(0, set(parse_int_list(args.cpus, name="--cpus", minimum=0)))
+        except (OSError, AttributeError) as e:
+            raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
     preset = _load(args)
     kw = _sweep_kwargs(args)
     if args.download:

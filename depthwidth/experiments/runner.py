@@ -23,6 +23,7 @@ Progress: train_run's per-run bar, and after every run one line with runs done/t
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
@@ -382,6 +383,25 @@ def _recount(preset: Preset, results: str | Path, rep: SweepReport) -> None:
     rep.busy = [b for b in rep.busy if b["run_id"] not in recs]
 
 
+def core_sets(jobs: int, cores: list[int] | None = None) -> list[set[int]] | None:
+    """Split this process's CPU cores into ``jobs`` contiguous, equal-as-possible sets (one per
+    local worker), or None when there are fewer cores than jobs or affinity is not available
+    (non-Linux). ``cores`` overrides the cores found (for tests)."""
+    if cores is None:
+        if not hasattr(os, "sched_getaffinity"):
+            return None
+        cores = sorted(os.sched_getaffinity(0))
+    if jobs < 1 or len(cores) < jobs:
+        return None
+    k, r = divmod(len(cores), jobs)
+    out, i = [], 0
+    for j in range(jobs):
+        n = k + (1 if j < r else 0)
+        out.append(set(cores[i:i + n]))
+        i += n
+    return out
+
+
 def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *, jobs: int, worker: int = 0,
                    num_workers: int = 1, log: Callable[[str], None] = _stderr, **kw: Any) -> SweepReport:
     """Run ``jobs`` worker processes on this machine: this process and ``jobs - 1`` children
@@ -390,7 +410,9 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     of num_workers·jobs in all.
 
     Why: XLA compiles on one core, and a CPU sweep of small models is mostly compilation, so
-    a second process can use an idle core (how much it saves depends on what else runs).
+    a second process can use an idle core (how much it saves depends on what else runs). Each
+    process is pinned to its own share of the cores (:func:`core_sets`, Linux), so their XLA
+    thread pools do not fight over the same cores.
     Returns one merged :class:`SweepReport`; a child that dies is reported in ``failed``.
     Ctrl-C or SIGTERM stops the children too (each releases its claim).
     """
@@ -404,9 +426,19 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     total, first = num_workers * jobs, worker * jobs
     cmd = [sys.executable, "-m", "depthwidth.cli", "sweep", *child_args, "--results", str(results),
            "--num-workers", str(total), "--json", "--no-progress"]
-    procs = [subprocess.Popen(cmd + ["--worker", str(first + j)], stdout=subprocess.PIPE, text=True)
+    pins = core_sets(jobs)
+    # Each child pins itself (hidden --cpus option) before it loads jax: no preexec_fn in a
+    # process that may run threads.
+    procs = [subprocess.Popen(cmd + ["--worker", str(first + j)]
+                              + (["--cpus", ",".join(map(str, sorted(pins[j])))] if pins else []),
+                              stdout=subprocess.PIPE, text=True)
              for j in range(1, jobs)]
+    own = os.sched_getaffinity(0) if pins else None
     try:
+        if pins:
+            os.sched_setaffinity(0, pins[0])
+            log(f"[sweep {preset.name}] {jobs} local workers pinned to cores "
+                + " | ".join(",".join(map(str, sorted(c))) for c in pins))
         rep = run_sweep(preset, results, worker=first, num_workers=total, log=log, **kw)
         outs = [p.communicate()[0] for p in procs]
     except BaseException:
@@ -415,6 +447,9 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
         for p in procs:
             p.wait()
         raise
+    finally:
+        if own is not None:
+            os.sched_setaffinity(0, own)
     for j, (p, out) in enumerate(zip(procs, outs), start=1):
         try:
             child = json.loads(out)

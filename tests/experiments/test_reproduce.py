@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 
 import pytest
@@ -21,6 +22,8 @@ def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
     trained_by = {w: {line.split()[4] for line in out.stderr.splitlines() if line.startswith(f"[sweep smoke {w}] training")}
                   for w in ("w0/2", "w1/2")}
     assert trained_by["w0/2"] and trained_by["w1/2"] and not trained_by["w0/2"] & trained_by["w1/2"]
+    if len(os.sched_getaffinity(0)) >= 2:  # one core each
+        assert "2 local workers pinned to cores" in out.stderr
     # Default results directory: results/<preset> under the current directory.
     assert s["results"] == "results/smoke" and s["complete"]
     ids = sorted(r.run_id() for r in load_preset("smoke").runs)

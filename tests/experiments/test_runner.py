@@ -212,6 +212,13 @@ def test_fsspec_results_location(tmp_path):
         runner.run_sweep(SMOKE, url, log=lambda m: None)
 
 
+def test_core_sets_for_local_jobs():
+    assert runner.core_sets(2, [0, 1]) == [{0}, {1}]
+    assert runner.core_sets(2, [0, 1, 2, 3, 4]) == [{0, 1, 2}, {3, 4}]  # 5 cores: 3 + 2
+    assert runner.core_sets(3, [0, 1]) is None  # fewer cores than jobs: no pinning
+    assert runner.core_sets(1, [4, 5]) == [{4, 5}]
+
+
 def test_eta_model():
     # Two finished runs of one shape; B trained 3x the steps of A, so it did 3x A's FLOPs.
     # Rate = (10 + 30) s / (4 cost_A); a remaining run with 2x A's steps needs 2 cost_A -> 20 s,
