@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from depthwidth.config import OPERATIONAL_TRAIN_FIELDS
+from depthwidth.config import OPERATIONAL_MODEL_FIELDS, OPERATIONAL_TRAIN_FIELDS
 from depthwidth.errors import UserError
 from depthwidth.experiments.records import iter_records
 
@@ -84,6 +84,9 @@ def _context(config: Any) -> str:
     train = c.get("train") if isinstance(c.get("train"), dict) else {}
     for k in ("seed", *OPERATIONAL_TRAIN_FIELDS):
         train.pop(k, None)
+    model = c.get("model") if isinstance(c.get("model"), dict) else {}
+    for k in OPERATIONAL_MODEL_FIELDS:
+        model.pop(k, None)
     return json.dumps(c, sort_keys=True, separators=(",", ":"))
 
 
