@@ -10,8 +10,9 @@ from depthwidth.experiments.records import run_dir, write_json_atomic
 from depthwidth.fits.table import load_table
 
 
-def write(results, L, d, seed, loss, status="finished", steps=1000):
-    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=2, vocab_size=65, seq_len=64),
+def write(results, L, d, seed, loss, status="finished", steps=1000, scan_unroll=1):
+    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=2, vocab_size=65, seq_len=64,
+                                      scan_unroll=scan_unroll),
                     train=TrainConfig(seed=seed, steps=steps))
     rec = {"schema": 1, "run_id": cfg.run_id(), "status": status, "config": cfg.to_dict(),
            "n_layer": L, "d_model": d, "n_head": 2, "seed": seed,
@@ -57,6 +58,14 @@ def test_mixed_configurations_in_one_cell_raise(tmp_path):
     write(tmp_path, 2, 64, 1, 2.1, steps=3000)
     with pytest.raises(UserError, match="mixes runs with different configurations"):
         load_table(tmp_path)
+
+
+def test_seeds_differing_only_in_performance_fields_share_a_cell(tmp_path):
+    # model.scan_unroll changes speed, not the trained model (it is not in the run id either).
+    write(tmp_path, 2, 64, 0, 2.0, scan_unroll=1)
+    write(tmp_path, 2, 64, 1, 2.2, scan_unroll=8)
+    c = load_table(tmp_path).cells.set_index(["n_layer", "d_model"])
+    assert c.loc[(2, 64), "n_seeds"] == 2 and c.loc[(2, 64), "mean"] == pytest.approx(2.1)
 
 
 def test_empty_and_missing_results(tmp_path):
