@@ -133,6 +133,7 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
     ev = jax.jit(eval_step, out_shardings=(replicated, replicated)).lower(st["params"], xs, xs, mask).compile()
     compile_s = time.perf_counter() - t0
     memory = _memory(compiled)
+    _check_fits(memory, mesh)
     if verbose:
         mb = {k: f"{v / 2**20:.1f} MiB" for k, v in memory.items()}
         print(f"compiled train step in {compile_s:.1f}s on {mesh.devices.size} device(s) "
@@ -151,6 +152,24 @@ def _memory(compiled) -> dict[str, int]:
     keys = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
             "generated_code_size_in_bytes", "alias_size_in_bytes")
     return {k.replace("_size_in_bytes", "_bytes"): int(getattr(ma, k)) for k in keys if hasattr(ma, k)}
+
+
+def _check_fits(memory: dict[str, int], mesh: jax.sharding.Mesh) -> None:
+    """Fail before step 0 (seconds, not after a long start) when the compiled step cannot fit.
+
+    Needs the device's memory limit (GPU/TPU ``memory_stats``); CPUs report none and pass.
+    """
+    from depthwidth.errors import UserError
+
+    try:
+        limit = (mesh.devices.flat[0].memory_stats() or {}).get("bytes_limit")
+    except Exception:  # backends without memory_stats
+        limit = None
+    need = memory.get("argument_bytes", 0) + memory.get("output_bytes", 0) - memory.get("alias_bytes", 0) \
+        + memory.get("temp_bytes", 0)
+    if limit and need > limit:
+        raise UserError(f"the train step needs {need / 2**30:.1f} GiB per device but {limit / 2**30:.1f} GiB "
+                        "are available: use more devices (mesh), FSDP rules (embed -> data), or a smaller batch")
 
 
 def evaluate(engine: Engine, params, tokens: np.ndarray, n_sequences: int) -> tuple[float, int]:

@@ -116,3 +116,22 @@ def test_cli_bad_input_is_one_line_exit_2(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("depthwidth: error:")
+
+
+def test_a_step_that_cannot_fit_fails_before_step_0():
+    import types
+
+    from depthwidth.errors import UserError
+    from depthwidth.models.train import _check_fits
+
+    class Dev:  # an accelerator reporting a 1 GiB limit (CPUs report none)
+        def memory_stats(self):
+            return {"bytes_limit": 2**30}
+
+    mesh = types.SimpleNamespace(devices=np.array([Dev()]))
+    # arguments 0.5 GiB + outputs 0.5 GiB aliased onto them + 0.4 GiB temporaries = 0.9 GiB: fits.
+    fits = {"argument_bytes": 2**29, "output_bytes": 2**29, "alias_bytes": 2**29, "temp_bytes": int(0.4 * 2**30)}
+    _check_fits(fits, mesh)
+    with pytest.raises(UserError, match="needs 1.1 GiB per device but 1.0 GiB"):
+        _check_fits({**fits, "temp_bytes": int(0.6 * 2**30)}, mesh)
+    _check_fits({**fits, "temp_bytes": 2**40}, types.SimpleNamespace(devices=np.array([object()])))  # no stats
