@@ -59,3 +59,14 @@ def parse_count_list(text: str, *, name: str = "list") -> list[float]:
     if not items:
         raise UserError(f"{name} is empty")
     return [parse_count(t, name=name) for t in items]
+
+
+def format_count(x: float | None) -> str:
+    """175e9 -> '175B', 1.3e9 -> '1.3B', 84934656 -> '84.9M', 12345 -> '12.3K' (3 significant
+    digits; the inverse of :func:`parse_count` up to rounding); '-' for None or non-finite."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"

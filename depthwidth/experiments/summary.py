@@ -32,18 +32,11 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.experiments.presets import Preset
+from depthwidth.units import format_count
 
 THEORY_SLOPE = math.log(3.0)  # ln d_x = L ln 3 at the threshold L_th = log3(d_x) (Levine et al. 2020, Thm 1/2)
 
 
-def fmt_count(x: float | None) -> str:
-    """12345 -> '12.3K', 1.1e6 -> '1.1M' (3 significant digits); '-' for None."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(x) >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
 
 
 def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
@@ -73,12 +66,12 @@ def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
 def _side(p: dict[str, Any]) -> str:
     """Where a pair without a crossing has its transition, in words with the N range."""
     rng = p.get("N_range")
-    span = f"N = {fmt_count(rng[0])}..{fmt_count(rng[1])}" if rng else "the measured range"
+    span = f"N = {format_count(rng[0])}..{format_count(rng[1])}" if rng else "the measured range"
     st = p["status"]
     if st == "deeper_worse_throughout":
-        return f"L={p['L_d']} worse than L={p['L_s']} over {span}: transition above {fmt_count(rng[1]) if rng else 'it'}"
+        return f"L={p['L_d']} worse than L={p['L_s']} over {span}: transition above {format_count(rng[1]) if rng else 'it'}"
     if st == "deeper_better_throughout":
-        return f"L={p['L_d']} better than L={p['L_s']} over {span}: transition below {fmt_count(rng[0]) if rng else 'it'}"
+        return f"L={p['L_d']} better than L={p['L_s']} over {span}: transition below {format_count(rng[0]) if rng else 'it'}"
     if st == "reversed":
         return f"L={p['L_d']} better at small N and worse at large N over {span}: no transition of the expected kind"
     return p.get("meaning") or st
@@ -216,11 +209,11 @@ def _law_lines(law: dict[str, Any]) -> list[str]:
 
 def _pair_line(r: dict[str, Any]) -> str:
     Ls, Ld = r["pair"]
-    paper = f"paper's law: N ≈ {fmt_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
+    paper = f"paper's law: N ≈ {format_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
     if r["crossed"]:
         ci = r["N_star_ci95"]
-        cis = f" [{fmt_count(ci[0])}, {fmt_count(ci[1])}]" if ci else " (no interval)"
-        return (f"({Ls},{Ld}) crossed at N* = {fmt_count(r['N_star'])}{cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
+        cis = f" [{format_count(ci[0])}, {format_count(ci[1])}]" if ci else " (no interval)"
+        return (f"({Ls},{Ld}) crossed at N* = {format_count(r['N_star'])}{cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
                 f"{' (several crossings)' if r['status'] == 'multiple' else ''}; {paper}")
     return f"({Ls},{Ld}) no crossing: {r['where']}; {paper}"
 
@@ -273,11 +266,11 @@ def summary_markdown(s: dict[str, Any]) -> str:
                    "|---|---|---|---|---|---|"]
             for r in c["pairs"]:
                 ci = r["N_star_ci95"]
-                interval = f"{fmt_count(ci[0])} to {fmt_count(ci[1])}" if ci else "-"
+                interval = f"{format_count(ci[0])} to {format_count(ci[1])}" if ci else "-"
                 width = f"{r['d_x']:.0f}" if r["d_x"] else "-"
                 status = r["status"] if r["crossed"] else r["where"]
-                md.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {status} | {fmt_count(r['N_star'])} | {interval} | "
-                          f"{width} at {r['L']:.2f} | {fmt_count(r['N_paper'])} ({r['d_x_paper']:.0f}) |")
+                md.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {status} | {format_count(r['N_star'])} | {interval} | "
+                          f"{width} at {r['L']:.2f} | {format_count(r['N_paper'])} ({r['d_x_paper']:.0f}) |")
             md.append("")
         law = c["law"]
         md += ["| | a | b |", "|---|---|---|"]

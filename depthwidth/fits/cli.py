@@ -14,7 +14,7 @@ from typing import Any
 
 from depthwidth.cli import add_json_flag, emit
 from depthwidth.errors import UserError
-from depthwidth.units import parse_count, parse_count_list, parse_int
+from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,14 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- formatting
 
 
-def fmt_count(x: float | None) -> str:
-    """175e9 -> '175B', 1.3e9 -> '1.3B', 84934656 -> '84.9M' (3 significant digits)."""
-    if x is None or not math.isfinite(x):
-        return "-"
-    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(x) >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
 
 
 def _ci_text(ci: dict | None, key: str, fmt) -> str:
@@ -148,11 +140,11 @@ def _query(args: argparse.Namespace) -> int:
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
         res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
-        rows = [[fmt_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}",
+        rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}",
                  f"{r['aspect_ratio']:.0f}", _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
                  _ci_text(r["ci"], "optimal_width", lambda v: f"{v:.0f}"),
                  f"{r['rounded']['n_layer']}x{r['rounded']['d_model']}",
-                 f"{fmt_count(r['rounded']['non_embedding_params'] + vocab * r['rounded']['d_model'])}"
+                 f"{format_count(r['rounded']['non_embedding_params'] + vocab * r['rounded']['d_model'])}"
                  f" ({r['rounded']['budget_rel_error']:+.1%})"]
                 for r in res]
         heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
@@ -160,9 +152,9 @@ def _query(args: argparse.Namespace) -> int:
     elif args.layers is not None and args.width is None:
         depths = parse_count_list(args.layers, name="--layers")
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
-        rows = [[f"{r['n_layer']:g}{_star(r)}", fmt_count(r["transition_params"]), f"{r['transition_width']:.0f}",
-                 _ci_text(r["ci"], "transition_params", fmt_count)]
-                + ([fmt_count(r["transition_params_total"])] if vocab else []) for r in res]
+        rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), f"{r['transition_width']:.0f}",
+                 _ci_text(r["ci"], "transition_params", format_count)]
+                + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
         heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
     else:
         if args.layers is not None:
@@ -176,7 +168,7 @@ def _query(args: argparse.Namespace) -> int:
                 raise UserError("--shape is empty")
             shapes = [_parse_shape(s) for s in items]
         res = [P.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
-        rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", fmt_count(r["budget"]),
+        rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", format_count(r["budget"]),
                  f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}", f"{r['depth_ratio']:.2f}",
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{level:.0%} CI", "verdict"]
@@ -224,8 +216,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     rows = []
     for p in sorted(fit["points"] + fit["no_crossing"], key=lambda p: (p["L_s"], p["L_d"])):
         ci = p["N_star_ci95"]
-        rows.append([f"({p['L_s']},{p['L_d']})", p["status"], fmt_count(p["N_star"]),
-                     f"[{fmt_count(ci[0])}, {fmt_count(ci[1])}]" if ci else "-",
+        rows.append([f"({p['L_s']},{p['L_d']})", p["status"], format_count(p["N_star"]),
+                     f"[{format_count(ci[0])}, {format_count(ci[1])}]" if ci else "-",
                      f"{p['L']:.2f}", f"{p['d_x']:.1f}" if p["d_x"] else "-",
                      f"{p['sigma_ln_d_x']:.3f}" if p["sigma_ln_d_x"] else "-",
                      f"{p['bootstrap_fraction']:.0%}" if p["bootstrap_fraction"] is not None else "-"])

@@ -1,0 +1,33 @@
+"""Count parsing and formatting (depthwidth.units)."""
+
+import pytest
+
+from depthwidth.errors import UserError
+from depthwidth.units import format_count, parse_count, parse_int, parse_int_list
+
+
+@pytest.mark.parametrize("text,value", [("175e9", 175e9), ("175B", 175e9), ("1.3M", 1.3e6), ("1T", 1e12),
+                                        ("85_056_000", 85_056_000), ("2k", 2000), ("7G", 7e9)])
+def test_parse_count(text, value):
+    assert parse_count(text) == pytest.approx(value, rel=1e-15)
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "1.3X", "-5", "0", "inf", "nan", "1e400"])
+def test_parse_count_rejects(bad):
+    with pytest.raises(UserError):
+        parse_count(bad)
+
+
+def test_parse_int_and_lists():
+    assert parse_int("1K") == 1000
+    assert parse_int_list("3,12,27") == [3, 12, 27]
+    with pytest.raises(UserError):
+        parse_int("1.5")
+    with pytest.raises(UserError):
+        parse_int_list(",")
+
+
+@pytest.mark.parametrize("x,text", [(175e9, "175B"), (1.3e9, "1.3B"), (84_934_656, "84.9M"), (12_345, "12.3K"),
+                                    (999, "999"), (1e12, "1T"), (None, "-"), (float("nan"), "-")])
+def test_format_count(x, text):
+    assert format_count(x) == text
