@@ -316,7 +316,9 @@ def compute_transitions(table, *, pairs: str = "doubling", assign: str = "geom",
             tp.bootstrap_with_crossing = int(xs.size)
             tp.bootstrap_fraction = xs.size / bootstrap
             if xs.size >= 2:
-                sd = float(np.std(xs, ddof=1))
+                # Replicates that all agree to rounding (one seed per cell, nothing resampled)
+                # carry no error: np.std of equal floats can come out 1e-17, not 0.
+                sd = float(np.std(xs, ddof=1)) if np.ptp(xs) > 1e-12 * max(1.0, abs(float(np.mean(xs)))) else 0.0
                 tp.sigma_ln_N_star = sd
                 tp.sigma_ln_d_x = 0.5 * sd  # ln d_x = (ln N* - ln 12L)/2 with L fixed
                 lo, hi = np.quantile(xs, [0.025, 0.975])
