@@ -88,11 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"depthwidth: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return 0
+    except OSError as e:  # a path that cannot be read or written (--out, --results, ...)
+        print(f"depthwidth: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("depthwidth: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except Exception as e:
+        # Out of device/host memory at run time: one line with advice, not an XLA traceback.
+        if type(e).__name__ == "JaxRuntimeError" and "RESOURCE_EXHAUSTED" in str(e):
+            print("depthwidth: error: out of memory while running the step; use a smaller batch or "
+                  "model, more devices (mesh), or FSDP rules (embed -> data)", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +48,14 @@ class ModelConfig:
     scan_unroll: int = 1
 
     def __post_init__(self) -> None:
-        _check(self.n_layer >= 1, f"model.n_layer must be >= 1, got {self.n_layer}")
-        _check(self.d_model >= 1, f"model.d_model must be >= 1, got {self.d_model}")
+        # Upper bounds far above any real model, so a typo fails here and not inside XLA.
+        _check(1 <= self.n_layer <= 10_000, f"model.n_layer must be in 1..10000, got {self.n_layer}")
+        _check(1 <= self.d_model <= 2**20, f"model.d_model must be in 1..1048576, got {self.d_model}")
         _check(self.n_head >= 1, f"model.n_head must be >= 1, got {self.n_head}")
         _check(self.d_model % self.n_head == 0,
                f"model.d_model ({self.d_model}) must be divisible by model.n_head ({self.n_head})")
-        _check(self.d_ff >= 0, f"model.d_ff must be >= 0, got {self.d_ff}")
-        _check(self.vocab_size >= 0, f"model.vocab_size must be >= 0, got {self.vocab_size}")
+        _check(0 <= self.d_ff <= 2**22, f"model.d_ff must be in 0..4194304, got {self.d_ff}")
+        _check(0 <= self.vocab_size <= 2**20, f"model.vocab_size must be in 0..1048576, got {self.vocab_size}")
         _check(0 < self.seq_len <= 65536, f"model.seq_len must be in 1..65536, got {self.seq_len}")
         _check(0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout}")
         _check(self.scan_unroll >= 1, f"model.scan_unroll must be >= 1, got {self.scan_unroll}")
@@ -110,7 +112,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps}")
-        _check(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
+        _check(1 <= self.batch_size <= 2**24, f"train.batch_size must be in 1..16777216, got {self.batch_size}")
         _check(self.lr > 0, f"train.lr must be > 0, got {self.lr}")
         _check(0 <= self.warmup_steps <= self.steps,
                f"train.warmup_steps must be in 0..train.steps, got {self.warmup_steps}")
@@ -207,14 +209,17 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
             fv = float(value)
         except (TypeError, ValueError):
             raise UserError(f"{name} must be an integer, got {value!r}") from None
-        if fv != int(fv):
+        if not math.isfinite(fv) or abs(fv) > 2**62 or fv != int(fv):
             raise UserError(f"{name} must be an integer, got {value!r}")
         return int(fv)
     if isinstance(default, float):
         try:
-            return float(value)
+            fv = float(value)
         except (TypeError, ValueError):
             raise UserError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(fv):
+            raise UserError(f"{name} must be a finite number, got {value!r}")
+        return fv
     if isinstance(default, tuple):
         return tuple(tuple(x) for x in value)
     return value if not isinstance(value, str) else value

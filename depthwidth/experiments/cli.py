@@ -6,6 +6,7 @@ Nothing heavy at module level: the runner imports jax (through the engine) only 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from depthwidth.cli import add_json_flag, emit
@@ -101,7 +102,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     child += ["--no-steal"] if args.no_steal else []
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
-            "stale_after_s": stale, "progress": not args.no_progress,
+            "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
             "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
 
 

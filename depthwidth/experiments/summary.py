@@ -179,8 +179,10 @@ def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = N
         "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
         "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
     }
+    # Stored without timings, so regenerating from finished records leaves the file byte-identical.
+    stored = {**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}}
+    write_json_atomic(out_root / "summary.json", stored)
     summary["wall_s"] = time.perf_counter() - t0
-    write_json_atomic(out_root / "summary.json", summary)
     md = summary_markdown(summary)
     (out_root / "summary.md").write_text(md)
     return summary

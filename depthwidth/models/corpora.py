@@ -134,7 +134,7 @@ def locate(name: str, directory: str | Path | None = None, *, download: bool = F
     if not path.is_file():
         if download:
             return fetch(corpus, path.parent)
-        how = f"download it from {corpus.url} (or pass --download)" if corpus.url else f"make it with: {corpus.source}"
+        how = f"download it from {corpus.url} (or run `depthwidth data prepare --download` or `sweep --download`)" if corpus.url else f"make it with: {corpus.source}"
         raise UserError(
             f"corpus {name!r} not found: put {corpus.file} ({corpus.n_bytes:,} bytes, "
             f"sha256 {corpus.sha256[:16]}...) in {path.parent}; {how}"

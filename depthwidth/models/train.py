@@ -106,6 +106,11 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
     opt_shard = optax.tree_map_params(tx, lambda _, s: s, abstract_state["opt_state"], p_shard,
                                       transform_non_params=lambda _: replicated)
     state_shard = {"params": p_shard, "opt_state": opt_shard, "step": replicated}
+    # Before compiling (which can take very long for absurd shapes): state + gradients spread
+    # evenly over the mesh is a lower bound on what every device must hold.
+    state_bytes = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(abstract_state))
+    param_bytes = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(abstract_state["params"]))
+    _check_fits({"argument_bytes": (state_bytes + param_bytes) // mesh.devices.size}, mesh)
     b_shard = sh.batch_sharding(mesh, cfg.mesh)
 
     def train_step(state, x, y):
@@ -157,18 +162,25 @@ def _memory(compiled) -> dict[str, int]:
 def _check_fits(memory: dict[str, int], mesh: jax.sharding.Mesh) -> None:
     """Fail before step 0 (seconds, not after a long start) when the compiled step cannot fit.
 
-    Needs the device's memory limit (GPU/TPU ``memory_stats``); CPUs report none and pass.
+    The limit is the device's (GPU/TPU ``memory_stats``); a CPU device reports none, and then
+    the host's physical memory shared by the devices of the mesh is the limit.
     """
     from depthwidth.errors import UserError
 
+    device = mesh.devices.flat[0]
     try:
-        limit = (mesh.devices.flat[0].memory_stats() or {}).get("bytes_limit")
+        limit = (device.memory_stats() or {}).get("bytes_limit")
     except Exception:  # backends without memory_stats
         limit = None
+    if not limit and getattr(device, "platform", None) == "cpu":
+        try:
+            limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // mesh.devices.size
+        except (ValueError, OSError, AttributeError):
+            limit = None
     need = memory.get("argument_bytes", 0) + memory.get("output_bytes", 0) - memory.get("alias_bytes", 0) \
         + memory.get("temp_bytes", 0)
     if limit and need > limit:
-        raise UserError(f"the train step needs {need / 2**30:.1f} GiB per device but {limit / 2**30:.1f} GiB "
+        raise UserError(f"the train step needs {need / 2**30:.1f} GiB per device (at least) but {limit / 2**30:.1f} GiB "
                         "are available: use more devices (mesh), FSDP rules (embed -> data), or a smaller batch")
 
 

@@ -29,6 +29,7 @@ from depthwidth.errors import UserError
 from depthwidth.theory.mlp import mlp_params, single_hidden_layer_params
 from depthwidth.theory.validate import positive_int
 
+MAX_DEPTH = 10_000
 MAX_COUNTED_DEPTH = 12
 """Deepest sawtooth counted piece by piece by default (2^12 pieces take about 0.3 s)."""
 
@@ -205,9 +206,12 @@ def sawtooth_summary(depth: int, count: bool | None = None) -> dict:
         ``shallow_units_construction`` (2^k, the explicit exact one-layer network).
 
     Raises:
-        UserError: depth < 1.
+        UserError: depth < 1, or depth > MAX_DEPTH (2^k would have more digits than Python
+        prints as an integer, and JSON consumers could not read it anyway).
     """
     k = positive_int(depth, "depth")
+    if k > MAX_DEPTH:
+        raise UserError(f"depth must be <= {MAX_DEPTH} (2^depth has ~0.3*depth decimal digits), got {k}")
     if count is None:
         count = k <= MAX_COUNTED_DEPTH
     pieces = count_linear_pieces(sawtooth_layers(k)) if count else 2**k

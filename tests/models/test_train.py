@@ -132,6 +132,26 @@ def test_a_step_that_cannot_fit_fails_before_step_0():
     # arguments 0.5 GiB + outputs 0.5 GiB aliased onto them + 0.4 GiB temporaries = 0.9 GiB: fits.
     fits = {"argument_bytes": 2**29, "output_bytes": 2**29, "alias_bytes": 2**29, "temp_bytes": int(0.4 * 2**30)}
     _check_fits(fits, mesh)
-    with pytest.raises(UserError, match="needs 1.1 GiB per device but 1.0 GiB"):
+    with pytest.raises(UserError, match=r"needs 1.1 GiB per device \(at least\) but 1.0 GiB"):
         _check_fits({**fits, "temp_bytes": int(0.6 * 2**30)}, mesh)
     _check_fits({**fits, "temp_bytes": 2**40}, types.SimpleNamespace(devices=np.array([object()])))  # no stats
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--set", "model.n_layer=nan"], "n_layer must be an integer"),
+    (["--set", "train.lr=inf"], "lr must be a finite number"),
+    (["--set", "model.d_model=1e12"], "model.d_model must be in 1..1048576"),
+    # 100 layers of width 100,000: ~48 TB of fp32 weights; refused before compiling, in seconds.
+    (["--set", "model.d_model=100000", "--set", "model.n_layer=100", "--set", "mesh.data=1"], "GiB per device"),
+])
+def test_absurd_configs_fail_fast_with_one_line(argv, msg, tmp_path, capsys):
+    assert main(["train", "--out", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0]
+
+
+def test_unwritable_out_is_one_line(capsys):
+    assert main(["train", "--out", "/dev/null/x", "--set", "mesh.data=1", "--set", "train.steps=1",
+                 "--set", "train.warmup_steps=0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Not a directory" in err[0]
