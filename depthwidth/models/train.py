@@ -314,6 +314,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
                                                         d_ff=m.ff_width))
     peak = perf.measured_peak_flops(t.compute_dtype)
     tokens_per_step = t.batch_size * m.seq_len
+    lr_at = learning_rate_schedule(t.steps, t.warmup_steps, t.lr)  # for the log only
 
     bar = None
     if progress and is_main:
@@ -343,7 +344,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
                 last_loss = float(np.mean(losses))
                 tok_s = len(got) * tokens_per_step / dt
                 mfu = perf.mfu(tok_s, flops_per_token, peak)
-                entry = {"step": step, "loss": last_loss, "lr": float(engine_lr(rcfg, step - 1)),
+                entry = {"step": step, "loss": last_loss, "lr": float(lr_at(step - 1)),
                          "grad_norm": float(got[-1]["grad_norm"]), "tokens_per_s": tok_s, "mfu": mfu,
                          "wall_s": prior_wall + train_wall}
                 pending = []
@@ -415,7 +416,3 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
             shutil.rmtree(rdir / "ckpt", ignore_errors=True)  # the record is the result; free the disk
     return rec
 
-
-def engine_lr(cfg: RunConfig, step: int) -> float:
-    t = cfg.train
-    return float(learning_rate_schedule(t.steps, t.warmup_steps, t.lr)(step))
