@@ -70,16 +70,20 @@ class DataConfig:
     """Which corpus and tokenizer. ``corpus`` is a known name or a path to a prepared dir.
 
     tokenizer: 'char' or 'bpe' (byte-level BPE, HF tokenizers); bpe_vocab_size: target vocabulary.
+    heldout: 'end' (val/test = the last 10% of the text) or 'spread' (held-out blocks taken from
+    the whole text; ``depthwidth.models.data`` module doc).
     """
 
     corpus: str = "tinyshakespeare"
     tokenizer: str = "char"
     bpe_vocab_size: int = 2000
+    heldout: str = "end"
 
     def __post_init__(self) -> None:
         _check(self.tokenizer in ("char", "bpe"), f"data.tokenizer must be 'char' or 'bpe', got {self.tokenizer!r}")
         _check(256 < self.bpe_vocab_size <= 65535 or self.tokenizer == "char",
                f"data.bpe_vocab_size must be in 257..65535, got {self.bpe_vocab_size}")
+        _check(self.heldout in ("end", "spread"), f"data.heldout must be 'end' or 'spread', got {self.heldout!r}")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class TrainConfig:
 
 OPERATIONAL_TRAIN_FIELDS = ("log_every", "ckpt_every", "keep_ckpts")
 OPERATIONAL_MODEL_FIELDS = ("scan_unroll",)
+# (section, field, default) of result-changing fields added later: left out of the id at default.
+LATER_FIELDS = (("data", "heldout", "end"),)
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,10 @@ class RunConfig:
             d["train"].pop(k)
         for k in OPERATIONAL_MODEL_FIELDS:
             d["model"].pop(k)
+        # Fields added after records existed hash only when not at their default, so old ids stay.
+        for section, name, default in LATER_FIELDS:
+            if d[section].get(name) == default:
+                d[section].pop(name)
         return d
 
     def run_id(self) -> str:

@@ -5,6 +5,11 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# One XLA:CPU thread, as every training run uses (depthwidth.hostcpu): pin before jax starts.
+from depthwidth import hostcpu  # noqa: E402
+
+hostcpu.pin_one_core()
+
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402

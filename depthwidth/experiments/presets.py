@@ -17,6 +17,7 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
     depths = [2, 4, 8]                 # model.n_layer values
     seeds = [0, 1]                     # train.seed values
     corpora = ["tinyshakespeare"]      # optional: data.corpus values (default: base.data.corpus)
+    lrs = [3e-3, 6e-3]                 # optional: train.lr values (a learning-rate scan)
     [grid.widths]                      # model.d_model values per depth (keys are the depths)
     2 = [32, 64]
     4 = [24, 48]
@@ -30,7 +31,7 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
 
 Every grid point becomes one RunConfig (``model.n_layer``, ``model.d_model``, ``train.seed`` and
 ``data.corpus`` set from the grid, per-depth overrides and step scaling applied) and is
-validated like any config. Runs are ordered corpus, seed, depth, width: a single worker
+validated like any config. Runs are ordered corpus, seed, depth, width (, lr): a single worker
 finishes a whole one-seed sweep before it starts the second seed, so a partial sweep already
 covers the grid.
 
@@ -53,7 +54,7 @@ from depthwidth.errors import UserError
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid"}
-GRID_KEYS = {"depths", "widths", "seeds", "corpora", "overrides", "scale_steps"}
+GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "overrides", "scale_steps"}
 SCALE_KEYS = {"tokens_per_param", "min_steps", "max_steps"}
 
 
@@ -63,7 +64,8 @@ class Preset:
 
     name, description, notes: text; path: the TOML file; expected_minutes: measured wall time
     (minutes) or None; base: the base RunConfig; depths, seeds, corpora: the grid axes;
-    widths: depth -> widths; runs: every grid point as a RunConfig, in run order (module doc).
+    widths: depth -> widths; lrs: learning rates of a scan, or () when the lr is not an axis;
+    runs: every grid point as a RunConfig, in run order (module doc).
     """
 
     name: str
@@ -77,6 +79,7 @@ class Preset:
     runs: tuple[RunConfig, ...]
     expected_minutes: float | None = None
     notes: str = ""
+    lrs: tuple[float, ...] = ()
 
     def runs_for(self, corpus: str) -> tuple[RunConfig, ...]:
         """The runs on one corpus (each corpus is a separate sweep for the fit)."""
@@ -254,27 +257,38 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
         if not isinstance(o, dict):
             raise UserError(f"{where}: grid.overrides.{L} must be a table of config sections")
     scale = _scale_spec(grid.get("scale_steps"), where)
+    lrs = grid.get("lrs", [])
+    if not (isinstance(lrs, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                          and math.isfinite(x) and x > 0 for x in lrs)):
+        raise UserError(f"{where}: grid.lrs must be a list of positive learning rates")
+    if len(set(lrs)) != len(lrs):
+        raise UserError(f"{where}: grid.lrs has duplicates: {lrs}")
 
     runs = []
     for corpus in corpora:
         for seed in seeds:
             for L in depths:
                 for d in widths[L]:
-                    cfg = _merge(base.to_dict(), overrides.get(L, {}))
-                    cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed},
-                                       "data": {"corpus": corpus}})
-                    if scale:
-                        cfg = _scale(cfg, scale, where)
-                    try:
-                        runs.append(from_dict(cfg))
-                    except UserError as e:
-                        raise UserError(f"{where}: grid point L={L} d={d} seed={seed} corpus={corpus}: {e}") from None
+                    for lr in lrs or [None]:
+                        cfg = _merge(base.to_dict(), overrides.get(L, {}))
+                        cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed},
+                                           "data": {"corpus": corpus}})
+                        if lr is not None:
+                            cfg = _merge(cfg, {"train": {"lr": float(lr)}})
+                        if scale:
+                            cfg = _scale(cfg, scale, where)
+                        try:
+                            runs.append(from_dict(cfg))
+                        except UserError as e:
+                            raise UserError(f"{where}: grid point L={L} d={d} seed={seed} corpus={corpus}"
+                                            + (f" lr={lr}" if lr is not None else "") + f": {e}") from None
     ids = [r.run_id() for r in runs]
     if len(set(ids)) != len(ids):
         raise UserError(f"{where}: two grid points have the same run id (duplicate grid values?)")
     return Preset(name=name, description=" ".join(desc.split()), path=path, base=base, depths=depths,
                   widths=widths, seeds=seeds, corpora=tuple(corpora), runs=tuple(runs),
-                  expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip())
+                  expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip(),
+                  lrs=tuple(float(x) for x in lrs))
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
@@ -292,7 +306,7 @@ def with_overrides(preset: Preset, assignments: list[str]) -> Preset:
     corpus) is refused: edit the grid instead. Raises UserError on a bad assignment."""
     from depthwidth.config import override
 
-    grid_fields = {"model.n_layer", "model.d_model", "train.seed", "data.corpus"}
+    grid_fields = {"model.n_layer", "model.d_model", "train.seed", "data.corpus"} | ({"train.lr"} if preset.lrs else set())
     for a in assignments:
         if a.split("=", 1)[0].strip() in grid_fields:
             raise UserError(f"--set {a!r} changes a grid axis; edit the preset's grid instead")

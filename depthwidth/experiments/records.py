@@ -23,6 +23,10 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     train_loss        mean training loss over the last log window (nats/token)
     val_loss          final validation loss (nats/token) or null
     test_loss         final test loss on train.test_sequences held-out sequences, or null if diverged
+    test_loss_chunks  (optional) the test loss of 32 consecutive equal groups of those sequences
+                      (models.train.evaluate), for evaluation-set uncertainty; null if diverged
+    host              (optional) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
+                      (depthwidth.hostcpu): a CPU run always uses one XLA thread
     wall_s            training wall time (seconds, excluding compilation)
     compile_s         ahead-of-time compilation time (seconds)
     tokens_per_s      training throughput

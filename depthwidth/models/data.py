@@ -10,7 +10,11 @@ A *prepared directory* holds::
 Decisions (and why):
 
 * The *text* is split into train/val/test as disjoint contiguous character ranges (default
-  90/5/5) before any tokenizer is trained. Each cut is moved forward to the next point where
+  90/5/5, ``heldout="end"``: val and test are the last 10% of the text) before any tokenizer is
+  trained. ``heldout="spread"`` instead cuts the text into blocks of ~8,192 characters and, in
+  every run of 20 consecutive blocks, sends the 10th to val and the 20th to test, so the held-out
+  sets sample the whole corpus (every play or novel) rather than its last pages; each split is
+  the concatenation of its blocks. Each cut is moved forward to the next point where
   the GPT-2 pre-tokenizer regex
   ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
   ends a pre-token whether or not the text goes on:
@@ -55,6 +59,9 @@ from depthwidth.models import corpora
 FORMAT = "depthwidth-prepared/1"
 SPLITS = ("train", "val", "test")
 DEFAULT_SPLIT = (0.9, 0.05, 0.05)
+HELDOUT_MODES = ("end", "spread")
+SPREAD_BLOCK_CHARS = 8192  # "spread" held-out: block size (characters, cut at safe boundaries)
+SPREAD_GROUP = 20  # ... and in every SPREAD_GROUP blocks: block 9 -> val, block 19 -> test
 MAX_VOCAB = 1 << 16  # token ids are stored as uint16
 DTYPE = np.dtype("<u2")
 GPT2_VOCAB = 50257  # nanoGPT's assumption for a directory without meta.pkl (tiktoken "gpt2")
@@ -126,6 +133,24 @@ def split_ranges(text: str, fractions: Sequence[float] = DEFAULT_SPLIT) -> list[
         raise UserError(f"cannot split a text of {n} characters into three non-empty parts {f} "
                         "at whitespace boundaries (too short, or too little whitespace)")
     return ranges
+
+
+def spread_ranges(text: str, block_chars: int = SPREAD_BLOCK_CHARS,
+                  group: int = SPREAD_GROUP) -> dict[str, list[tuple[int, int]]]:
+    """Character ranges per split for ``heldout="spread"`` (module doc): blocks of ~``block_chars``
+    cut by :func:`safe_cut`; block i goes to val if i % group == group // 2 - 1, to test if
+    i % group == group - 1, else to train. Raises UserError if val or test would be empty."""
+    out: dict[str, list[tuple[int, int]]] = {s: [] for s in SPLITS}
+    i, k = 0, 0
+    while i < len(text):
+        j = safe_cut(text, i + block_chars)
+        r = k % group
+        out["val" if r == group // 2 - 1 else "test" if r == group - 1 else "train"].append((i, j))
+        i, k = j, k + 1
+    if not out["val"] or not out["test"]:
+        raise UserError(f"a text of {len(text)} characters has fewer than {group} blocks of {block_chars}: "
+                        "too short for spread held-out sets; use heldout='end'")
+    return out
 
 
 def _chunks(text: str, size: int = _CHUNK_CHARS) -> list[str]:
@@ -259,20 +284,33 @@ OUTPUT_FILES = (TOKENIZER_FILE, "train.bin", "val.bin", "test.bin", "meta.pkl", 
 
 
 def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: int = 2000,
-            split: Sequence[float] = DEFAULT_SPLIT, source: dict[str, Any] | None = None) -> dict[str, Any]:
+            split: Sequence[float] = DEFAULT_SPLIT, source: dict[str, Any] | None = None,
+            heldout: str = "end") -> dict[str, Any]:
     """Tokenise ``text`` into the prepared directory ``out`` (created if needed); return meta.json's dict.
 
     tokenizer: 'bpe' (trained on the train split, ``vocab_size`` tokens) or 'char' (alphabet of
-    the whole text; ``vocab_size`` ignored). split: train/val/test fractions of the characters.
-    source: provenance copied into meta.json (name, file, sha256, url, licence).
+    the whole text; ``vocab_size`` ignored). split: train/val/test fractions of the characters
+    (``heldout="end"``); ``heldout="spread"`` takes held-out blocks from the whole text instead
+    (module doc; its fractions are fixed at ~90/5/5). source: provenance copied into meta.json (name, file, sha256, url, licence).
     Files are written one by one via temp file + rename, meta.json last, so a directory
     without meta.json is incomplete. Raises UserError on bad arguments.
     """
     import tokenizers
 
     fractions = parse_split(split)
-    ranges = split_ranges(text, fractions)
-    parts = {s: text[a:b] for s, (a, b) in zip(SPLITS, ranges)}
+    if heldout == "end":
+        ranges = {s: [r] for s, r in zip(SPLITS, split_ranges(text, fractions))}
+        rule = ("contiguous; each cut moved forward to the next exact BPE pre-token boundary: after a "
+                "newline between non-whitespace characters, else before a whitespace run")
+    elif heldout == "spread":
+        ranges = spread_ranges(text)
+        fractions = tuple(sum(b - a for a, b in ranges[s]) / len(text) for s in SPLITS)
+        rule = (f"spread; blocks of ~{SPREAD_BLOCK_CHARS} characters cut at exact BPE pre-token boundaries, "
+                f"block i to val if i % {SPREAD_GROUP} == {SPREAD_GROUP // 2 - 1}, to test if i % {SPREAD_GROUP} == "
+                f"{SPREAD_GROUP - 1}, else to train")
+    else:
+        raise UserError(f"heldout must be one of {', '.join(HELDOUT_MODES)}, got {heldout!r}")
+    parts = {s: "".join(text[a:b] for a, b in ranges[s]) for s in SPLITS}
     if tokenizer == "bpe":
         tok = train_bpe(parts["train"], vocab_size)
     elif tokenizer == "char":
@@ -310,10 +348,12 @@ def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: i
         },
         "source": dict(source or {}),
         "split": {
+            "heldout": heldout,
             "fractions": list(fractions),
-            "char_ranges": {s: [a, b] for s, (a, b) in zip(SPLITS, ranges)},
-            "rule": ("contiguous; each cut moved forward to the next exact BPE pre-token boundary: after a "
-                     "newline between non-whitespace characters, else before a whitespace run"),
+            # "end": one [start, end) range per split; "spread": a list of them
+            "char_ranges": {s: (list(ranges[s][0]) if heldout == "end" else [list(r) for r in ranges[s]])
+                            for s in SPLITS},
+            "rule": rule,
         },
         "tokens": {**n_tok, "total": sum(n_tok.values())},
         "bytes": {**n_bytes, "total": sum(n_bytes.values())},
@@ -358,7 +398,7 @@ def load_source(*, corpus: str | None = None, text_path: str | Path | None = Non
 def prepare_to(out: str | Path, *, corpus: str | None = None, text_path: str | Path | None = None,
                data_dir: str | Path | None = None, download: bool = False, tokenizer: str = "bpe",
                vocab_size: int = 2000, split: Sequence[float] = DEFAULT_SPLIT,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False, heldout: str = "end") -> dict[str, Any]:
     """Load a source (:func:`load_source`) and :func:`prepare` it into ``out``; return meta.json's dict.
 
     Refuses (UserError) to overwrite a directory that already holds prepared files unless
@@ -374,7 +414,8 @@ def prepare_to(out: str | Path, *, corpus: str | None = None, text_path: str | P
     text, source = load_source(corpus=corpus, text_path=text_path, data_dir=data_dir, download=download)
     if force and (out / "meta.json").exists():
         (out / "meta.json").unlink()
-    return prepare(text, out, tokenizer=tokenizer, vocab_size=vocab_size, split=split, source=source)
+    return prepare(text, out, tokenizer=tokenizer, vocab_size=vocab_size, split=split, source=source,
+                   heldout=heldout)
 
 
 # --------------------------------------------------------------------------- cache
@@ -386,10 +427,11 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     return Path(base).expanduser() / "prepared"
 
 
-def cache_key(name: str, tokenizer: str, vocab_size: int, sha256: str) -> str:
-    """``<name>-bpe-<vocab>-<sha8>`` or ``<name>-char-<sha8>`` (a char vocabulary has no size knob)."""
+def cache_key(name: str, tokenizer: str, vocab_size: int, sha256: str, heldout: str = "end") -> str:
+    """``<name>-bpe-<vocab>-<sha8>`` or ``<name>-char-<sha8>`` (a char vocabulary has no size knob),
+    with ``-spread`` appended for spread held-out sets."""
     tok = f"bpe-{vocab_size}" if tokenizer == "bpe" else "char"
-    return f"{name}-{tok}-{sha256[:8]}"
+    return f"{name}-{tok}-{sha256[:8]}" + ("" if heldout == "end" else f"-{heldout}")
 
 
 def _publish(tmp: Path, final: Path) -> Path:
@@ -405,7 +447,8 @@ def _publish(tmp: Path, final: Path) -> Path:
 
 def _prepare_cached(path: Path, source: dict[str, Any], data_cfg: Any, cache_dir: str | Path | None) -> Path:
     root = cache_root(cache_dir)
-    final = root / cache_key(source["name"], data_cfg.tokenizer, data_cfg.bpe_vocab_size, source["sha256"])
+    heldout = getattr(data_cfg, "heldout", "end")
+    final = root / cache_key(source["name"], data_cfg.tokenizer, data_cfg.bpe_vocab_size, source["sha256"], heldout)
     if (final / "meta.json").is_file():
         return final
     text = read_text(path)
@@ -416,7 +459,8 @@ def _prepare_cached(path: Path, source: dict[str, Any], data_cfg: Any, cache_dir
     except OSError as e:
         raise UserError(f"cannot write the data cache {root}: {e.strerror or e} (set ${CACHE_ENV})") from None
     try:
-        prepare(text, tmp, tokenizer=data_cfg.tokenizer, vocab_size=data_cfg.bpe_vocab_size, source=source)
+        prepare(text, tmp, tokenizer=data_cfg.tokenizer, vocab_size=data_cfg.bpe_vocab_size, source=source,
+                heldout=heldout)
         return _publish(tmp, final)
     finally:
         if tmp.exists():
@@ -447,6 +491,9 @@ def prepared_dir_for(data_cfg: Any, data_dir: str | Path | None = None,
         if prep.meta["format"] == FORMAT:
             if kind != data_cfg.tokenizer:
                 raise UserError(f"{p} holds {kind} tokens but data.tokenizer={data_cfg.tokenizer!r}; set data.tokenizer={kind}")
+            have = prep.meta.get("split", {}).get("heldout", "end")
+            if have != getattr(data_cfg, "heldout", "end"):
+                raise UserError(f"{p} has {have!r} held-out sets but data.heldout={data_cfg.heldout!r}")
             want = prep.meta["tokenizer"]["vocab_size_requested"]
             if kind == "bpe" and want != data_cfg.bpe_vocab_size:
                 raise UserError(f"{p} was prepared with a {want}-token BPE but data.bpe_vocab_size={data_cfg.bpe_vocab_size}")

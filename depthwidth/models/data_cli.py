@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("--data-dir", metavar="DIR", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")
     pp.add_argument("--download", action="store_true", help="fetch a missing corpus from its canonical URL")
     pp.add_argument("--split", default="0.9,0.05,0.05", help="train,val,test fractions of the text (default 0.9,0.05,0.05)")
+    pp.add_argument("--heldout", choices=("end", "spread"), default="end",
+                    help="end: val/test are the text's last part (--split); spread: held-out blocks from the "
+                         "whole text (~90/5/5)")
     pp.add_argument("--force", action="store_true", help="overwrite prepared files already in --out")
     add_json_flag(pp)
     pp.set_defaults(func=_prepare)
@@ -53,6 +56,7 @@ def _prepare(args: argparse.Namespace) -> int:
         args.out, force=args.force, corpus=args.corpus, text_path=args.text, data_dir=args.data_dir,
         download=args.download, tokenizer=args.tokenizer,
         vocab_size=parse_int(args.vocab_size, name="--vocab-size"), split=data.parse_split(args.split),
+        heldout=args.heldout,
     )
     emit(args, {"out": str(args.out), **meta}, _prepared_text(args.out, meta))
     return 0

@@ -74,7 +74,7 @@ class Engine:
     batch_sharding: jax.sharding.NamedSharding
     init_fn: Callable
     train_step: Any  # compiled: (state, x, y) -> (state, metrics)
-    eval_step: Any  # compiled: (params, x, y, mask) -> (sum_nll, count)
+    eval_step: Any  # compiled: (params, x, y, mask) -> (sum_nll, count, per-sequence sum_nll (B,))
     compile_s: float
     memory: dict[str, int]
     abstract_state: Any  # ShapeDtypeStructs carrying the state's shardings (restore target)
@@ -125,7 +125,7 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
     def eval_step(params, x, y, mask):
         model = nnx.merge(graphdef, cast_params(params, dtype) if dtype != jnp.float32 else params)
         nll = optax.softmax_cross_entropy_with_integer_labels(model(x, compute_dtype=dtype), y)
-        return (nll * mask[:, None]).sum(), mask.sum() * x.shape[1]
+        return (nll * mask[:, None]).sum(), mask.sum() * x.shape[1], nll.sum(axis=1) * mask
 
     B, T = t.batch_size, m.seq_len
     xs = jax.ShapeDtypeStruct((B, T), jnp.int32, sharding=b_shard)
@@ -135,7 +135,7 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
                        out_shardings=(state_shard, replicated), donate_argnums=0).lower(st, xs, xs).compile()
     mask = jax.ShapeDtypeStruct((B,), jnp.float32, sharding=jax.sharding.NamedSharding(
         mesh, jax.sharding.PartitionSpec(b_shard.spec[0])))
-    ev = jax.jit(eval_step, out_shardings=(replicated, replicated)).lower(st["params"], xs, xs, mask).compile()
+    ev = jax.jit(eval_step, out_shardings=(replicated, replicated, replicated)).lower(st["params"], xs, xs, mask).compile()
     compile_s = time.perf_counter() - t0
     memory = _memory(compiled)
     _check_fits(memory, mesh)
@@ -184,11 +184,18 @@ def _check_fits(memory: dict[str, int], mesh: jax.sharding.Mesh) -> None:
                         "are available: use more devices (mesh), FSDP rules (embed -> data), or a smaller batch")
 
 
-def evaluate(engine: Engine, params, tokens: np.ndarray, n_sequences: int) -> tuple[float, int]:
+EVAL_CHUNKS = 32  # test-set chunks whose losses a record keeps (evaluation-set uncertainty)
+
+
+def evaluate(engine: Engine, params, tokens: np.ndarray, n_sequences: int,
+             chunks: int = 0) -> tuple[float, int] | tuple[float, int, list[float]]:
     """Mean next-token loss (nats/token) over the first ``n_sequences`` non-overlapping windows.
 
-    Returns (loss, sequences used); fewer are used when the split is shorter. The final batch
-    is padded and masked so one compiled step serves every batch.
+    Returns (loss, sequences used); fewer are used when the split is shorter. With ``chunks``
+    = K > 0 also the mean loss of each of K consecutive, equal-as-possible groups of those
+    sequences (group c holds sequences [c·n//K, (c+1)·n//K); K is capped at n): resampling
+    the groups estimates how much the loss depends on which held-out text was used. The final
+    batch is padded and masked so one compiled step serves every batch.
     """
     B, T = engine.cfg.train.batch_size, engine.cfg.model.seq_len
     n = min(n_sequences, (len(tokens) - 1) // T)
@@ -197,18 +204,26 @@ def evaluate(engine: Engine, params, tokens: np.ndarray, n_sequences: int) -> tu
 
         raise UserError(f"held-out split has {len(tokens)} tokens, fewer than one sequence of {T + 1}")
     total, count = 0.0, 0.0
+    per_seq: list[np.ndarray] = []
     mask_shard = jax.sharding.NamedSharding(engine.mesh, jax.sharding.PartitionSpec(engine.batch_sharding.spec[0]))
     for start in range(0, n, B):
         rows = min(B, n - start)
         idx = (start + np.arange(B) % rows)[:, None] * T + np.arange(T + 1)[None]
         seq = np.asarray(tokens[idx], dtype=np.int32)
         mask = (np.arange(B) < rows).astype(np.float32)
-        s, c = engine.eval_step(params, sh.global_batch(seq[:, :-1], engine.batch_sharding),
-                                sh.global_batch(seq[:, 1:], engine.batch_sharding),
-                                jax.make_array_from_process_local_data(mask_shard, mask, mask.shape))
+        s, c, rowsum = engine.eval_step(params, sh.global_batch(seq[:, :-1], engine.batch_sharding),
+                                        sh.global_batch(seq[:, 1:], engine.batch_sharding),
+                                        jax.make_array_from_process_local_data(mask_shard, mask, mask.shape))
         total += float(s)
         count += float(c)
-    return total / count, n
+        if chunks:
+            per_seq.append(np.asarray(rowsum, dtype=np.float64)[:rows])
+    if not chunks:
+        return total / count, n
+    nll = np.concatenate(per_seq)
+    k = min(chunks, n)
+    bounds = [c * n // k for c in range(k + 1)]
+    return total / count, n, [float(nll[a:b].sum() / ((b - a) * T)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _git_rev() -> str | None:
@@ -263,6 +278,9 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     A non-finite loss ends the run with status 'diverged' (test_loss null), not an exception.
     Raises UserError for bad data/config.
     """
+    from depthwidth import hostcpu
+
+    hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
     import orbax.checkpoint as ocp
 
     from depthwidth.models import data
@@ -280,8 +298,10 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     m, t = rcfg.model, rcfg.train
     if is_main:
         rdir.mkdir(parents=True, exist_ok=True)
-        records.write_json_atomic(rdir / "config.json", {"run_id": run_id, "config": rcfg.to_dict()})
+        records.write_json_atomic(rdir / "config.json", {"run_id": run_id, "config": cfg.to_dict(),
+                                                          "vocab_size": m.vocab_size})
 
+    hostcpu.require_fixed_threads()
     engine = build_engine(rcfg, verbose=verbose)
     ckpt = ocp.CheckpointManager(
         (rdir / "ckpt").absolute(),
@@ -384,14 +404,17 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
         return None  # stopped early on purpose (stop_after); the checkpoint holds the state
 
     val_loss = test_loss = None
-    n_test = 0
+    n_test, test_chunks = 0, None
     if status == "finished":
         val_loss, _ = evaluate(engine, state["params"], prepared.val, t.eval_batches * t.batch_size)
-        test_loss, n_test = evaluate(engine, state["params"], prepared.test, t.test_sequences)
+        test_loss, n_test, test_chunks = evaluate(engine, state["params"], prepared.test, t.test_sequences,
+                                                  chunks=EVAL_CHUNKS)
         if not (math.isfinite(val_loss) and math.isfinite(test_loss)):
-            status, val_loss, test_loss = "diverged", None, None
+            status, val_loss, test_loss, test_chunks = "diverged", None, None, None
     rec = {
-        "schema": records.SCHEMA, "run_id": run_id, "status": status, "config": rcfg.to_dict(),
+        # "config" is the config the id was derived from (model.vocab_size 0 = taken from the data);
+        # the resolved vocabulary is the top-level "vocab_size".
+        "schema": records.SCHEMA, "run_id": run_id, "status": status, "config": cfg.to_dict(),
         "n_layer": m.n_layer, "d_model": m.d_model, "n_head": m.n_head, "vocab_size": m.vocab_size,
         "seq_len": m.seq_len, "seed": t.seed,
         "params": {"non_embedding": counts["stack_params"], "kaplan": counts["kaplan_params"],
@@ -399,11 +422,13 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
         "tokens": step * tokens_per_step, "steps": step,
         "train_loss": last_loss if math.isfinite(last_loss) else None,
         "val_loss": val_loss, "test_loss": test_loss, "test_sequences": n_test,
+        "test_loss_chunks": test_chunks,
         "wall_s": prior_wall + train_wall, "compile_s": engine.compile_s,
         "tokens_per_s": (step - start) * tokens_per_step / train_wall if train_wall > 0 else None,
         "mfu": None, "flops_per_token": flops_per_token, "mfu_convention": MFU_CONVENTION,
         "peak_flops_per_s": peak, "git_rev": _git_rev(), "versions": _versions(),
-        "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "data": prepared.meta,
+        "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "host": hostcpu.host_info(),
+        "data": prepared.meta,
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     if rec["tokens_per_s"]:

@@ -1,0 +1,98 @@
+"""One XLA:CPU thread per run, so that a run's result depends only on its config.
+
+Why: XLA:CPU sizes its intra-op thread pool from the process's CPU affinity when the backend
+starts, and the same compiled step gives different floating-point results with 1 and 2
+threads (measured: the smoke preset at d_model=32 gives test loss 3.1104 pinned to one core
+and 3.0681 on two, each bit-stable across repeats; jax-ml/jax#39741 reports the same). A
+sweep's depth gaps are a few 0.01 nats, so the thread count would be a confounder.
+
+The rule: on the CPU platform every run uses exactly :data:`CPU_THREADS` = 1 intra-op thread,
+by pinning the process to one core of its affinity set *before* the backend starts. Parallelism
+on a many-core CPU comes from running several runs at once (``sweep --jobs J``), which is also
+the faster way to use cores for models of this size. Accelerator platforms are left alone.
+
+Import this module before jax starts its backend (the CLI does, ``tests/conftest.py`` does);
+:func:`require_fixed_threads` refuses to train on a CPU backend that was started unpinned.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+from depthwidth.errors import UserError
+
+CPU_THREADS = 1
+
+# Affinity seen by the first call of pin_one_core (before jax started), and whether it pinned.
+_state: dict[str, Any] = {}
+
+
+def _accelerator_expected() -> bool:
+    """True when jax will probably start a GPU/TPU backend (then the CPU is not pinned)."""
+    plats = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    if plats:
+        return any(p not in ("", "cpu") for p in plats.split(","))
+    import importlib.util
+
+    plugins = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")
+    return any(importlib.util.find_spec(m) is not None for m in plugins)
+
+
+def _backend_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()
+
+
+def pin_one_core() -> dict[str, Any]:
+    """Pin this process to the first core of its affinity set unless an accelerator is expected.
+
+    Does nothing (but still reports) when jax's backend has already started or the OS has no
+    affinity API. Idempotent. Returns :func:`host_info`'s dict.
+    """
+    if not _state and hasattr(os, "sched_getaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        _state["cores_visible"] = len(cores)
+        _state["pinned"] = False
+        if len(cores) > CPU_THREADS and not _backend_started() and not _accelerator_expected():
+            os.sched_setaffinity(0, set(cores[:CPU_THREADS]))
+            _state["pinned"] = True
+    return host_info()
+
+
+def require_fixed_threads() -> None:
+    """Raise UserError if jax runs on the CPU with a thread pool of other than CPU_THREADS threads.
+
+    Call after the backend has started (the train step is about to be built).
+    """
+    import jax
+
+    if jax.devices()[0].platform != "cpu" or not hasattr(os, "sched_getaffinity") or _state.get("pinned"):
+        return
+    seen = max(len(os.sched_getaffinity(0)), _state.get("cores_visible") or 1)
+    if seen != CPU_THREADS:
+        raise UserError(f"jax's CPU backend started with {seen} cores visible; results would depend on the core count. "
+                        "Call depthwidth.hostcpu.pin_one_core() before using jax (the CLI does), "
+                        "or run under `taskset -c 0`")
+
+
+def host_info() -> dict[str, Any]:
+    """What a record says about the host: cpu_threads (intra-op threads of a CPU run), cores_visible
+    (affinity before pinning), pinned (bool), cpu_model, machine."""
+    model = None
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu_threads": CPU_THREADS, "cores_visible": _state.get("cores_visible"),
+            "pinned": _state.get("pinned", False), "cpu_model": model or platform.processor() or None,
+            "machine": platform.machine()}
