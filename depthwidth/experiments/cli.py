@@ -69,6 +69,12 @@ def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    if not results_required:
+        return
+    p.add_argument("--refine", action="store_true",
+                   help="after the grid, add widths inside each transition's bracket until it is resolved "
+                        "(the preset's [refine] table; depthwidth.experiments.refine)")
+    p.add_argument("--refine-round", action="store_true", help=argparse.SUPPRESS)  # a refinement round's child
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
 
 
@@ -178,9 +184,42 @@ def _sweep(args: argparse.Namespace) -> int:
     kw = _sweep_kwargs(args)
     if args.download:
         _download(preset, args.data_dir)
-    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
+    child = kw.pop("child_args")
+    if args.refine_round:
+        from depthwidth.experiments import refine
+
+        preset, _ = refine.round_preset(preset, args.results)
+    rep = run_local_jobs(preset, args.results, child, **kw)
+    if args.refine and not rep.failed:
+        rep = _refine(preset, args.results, child, kw, rep)
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
+
+
+def _refine(preset, results: str, child: list[str], kw: dict[str, Any], rep):
+    """Refinement rounds after a finished grid (experiments.refine); returns the merged report."""
+    from depthwidth.experiments import refine
+    from depthwidth.experiments.runner import run_local_jobs
+
+    if rep.remaining:
+        print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
+        return rep
+    trained, failed = list(rep.trained), list(rep.failed)
+    for rnd in range(1, 1000):
+        sub, props = refine.round_preset(preset, results)
+        if not sub.runs:
+            msg = "no pair needs another size" if not props else "the run budget (refine.max_runs) is spent"
+            print(f"[refine] done after {rnd - 1} round(s): {msg}", file=sys.stderr)
+            break
+        for line in refine.describe(props):
+            print(f"[refine] round {rnd}: {line}", file=sys.stderr)
+        r = run_local_jobs(sub, results, child + ["--refine-round"], **kw)
+        trained += r.trained
+        failed += r.failed
+        if r.failed or r.remaining:
+            break
+    rep.trained, rep.failed = trained, failed
+    return rep
 
 
 def _reproduce(args: argparse.Namespace) -> int:

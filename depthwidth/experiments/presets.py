@@ -18,6 +18,10 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
     seeds = [0, 1]                     # train.seed values
     corpora = ["tinyshakespeare"]      # optional: data.corpus values (default: base.data.corpus)
     lrs = [3e-3, 6e-3]                 # optional: train.lr values (a learning-rate scan)
+    [grid.lr_rule]                     # optional: width-aware peak lr for every grid point,
+    ref_width = 64                     #   lr = base.train.lr * (ref_width / d_model)^power
+    power = 1.0                        #   (power 1: lr ∝ 1/width, the µP rule for Adam's hidden
+                                       #   weights, Yang et al. 2021, applied to all parameters)
     [grid.widths]                      # model.d_model values per depth (keys are the depths)
     2 = [32, 64]
     4 = [24, 48]
@@ -53,8 +57,9 @@ from depthwidth.config import RunConfig, from_dict, load_toml
 from depthwidth.errors import UserError
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid"}
-GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "overrides", "scale_steps"}
+TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid", "refine"}
+GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "lr_rule", "overrides", "scale_steps"}
+LR_RULE_KEYS = {"ref_width", "power"}
 SCALE_KEYS = {"tokens_per_param", "min_steps", "max_steps"}
 
 
@@ -80,6 +85,10 @@ class Preset:
     expected_minutes: float | None = None
     notes: str = ""
     lrs: tuple[float, ...] = ()
+    overrides: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    scale: dict[str, Any] | None = None
+    lr_rule: dict[str, float] | None = None
+    refine: Any = None  # experiments.refine.RefineSpec from the [refine] table, or None
 
     def runs_for(self, corpus: str) -> tuple[RunConfig, ...]:
         """The runs on one corpus (each corpus is a separate sweep for the fit)."""
@@ -205,6 +214,51 @@ def _scale_spec(raw: Any, where: str) -> dict[str, Any] | None:
     return {"tokens_per_param": float(tpp), "min_steps": lo, "max_steps": hi}
 
 
+def _grid_point(base: RunConfig, overrides: dict[int, dict[str, Any]], scale: dict[str, Any] | None, L: int, d: int,
+                seed: int, corpus: str, lr: float | None, where: str,
+                lr_rule: dict[str, float] | None = None) -> dict[str, Any]:
+    """One grid point's config dict: base, then the depth's overrides, then the grid values
+    (and the width-aware lr, applied to the lr the overrides leave)."""
+    cfg = _merge(base.to_dict(), overrides.get(L, {}))
+    cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed}, "data": {"corpus": corpus}})
+    if lr_rule is not None:
+        scaled = cfg["train"]["lr"] * (lr_rule["ref_width"] / d) ** lr_rule["power"]
+        cfg = _merge(cfg, {"train": {"lr": float(f"{scaled:.6g}")}})  # 6 s.f.: a readable, stable config
+    if lr is not None:
+        cfg = _merge(cfg, {"train": {"lr": float(lr)}})
+    return _scale(cfg, scale, where) if scale else cfg
+
+
+def merge_config(preset: Preset, L: int, d: int, seed: int, corpus: str) -> dict[str, Any]:
+    """The config dict the preset gives a (depth, width, seed, corpus) point, on or off its grid
+    (refinement adds widths between grid points). Not for presets with a learning-rate axis."""
+    if preset.lrs:
+        raise UserError(f"preset {preset.name}: a learning-rate scan cannot be refined")
+    return _grid_point(preset.base, preset.overrides, preset.scale, L, d, seed, corpus, None, f"preset {preset.path}",
+                       preset.lr_rule)
+
+
+def _lr_rule(raw: Any, where: str) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: grid.lr_rule must be a table")
+    _unknown(raw, LR_RULE_KEYS, "grid.lr_rule", where)
+    out = {"ref_width": raw.get("ref_width"), "power": raw.get("power", 1.0)}
+    for k, v in out.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            raise UserError(f"{where}: grid.lr_rule.{k} must be a positive number, got {v!r}")
+    return {k: float(v) for k, v in out.items()}
+
+
+def _refine_spec(raw: Any, where: str):
+    if raw is None:
+        return None
+    from depthwidth.experiments.refine import parse_refine
+
+    return parse_refine(raw, where)
+
+
 def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
     """Validate a parsed preset TOML (``raw``) read from ``path`` and expand its grid."""
     where = f"preset {path}"
@@ -263,6 +317,9 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
         raise UserError(f"{where}: grid.lrs must be a list of positive learning rates")
     if len(set(lrs)) != len(lrs):
         raise UserError(f"{where}: grid.lrs has duplicates: {lrs}")
+    lr_rule = _lr_rule(grid.get("lr_rule"), where)
+    if lr_rule and lrs:
+        raise UserError(f"{where}: grid.lrs and grid.lr_rule exclude each other")
 
     runs = []
     for corpus in corpora:
@@ -270,13 +327,7 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
             for L in depths:
                 for d in widths[L]:
                     for lr in lrs or [None]:
-                        cfg = _merge(base.to_dict(), overrides.get(L, {}))
-                        cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed},
-                                           "data": {"corpus": corpus}})
-                        if lr is not None:
-                            cfg = _merge(cfg, {"train": {"lr": float(lr)}})
-                        if scale:
-                            cfg = _scale(cfg, scale, where)
+                        cfg = _grid_point(base, overrides, scale, L, d, seed, corpus, lr, where, lr_rule)
                         try:
                             runs.append(from_dict(cfg))
                         except UserError as e:
@@ -288,7 +339,8 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
     return Preset(name=name, description=" ".join(desc.split()), path=path, base=base, depths=depths,
                   widths=widths, seeds=seeds, corpora=tuple(corpora), runs=tuple(runs),
                   expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip(),
-                  lrs=tuple(float(x) for x in lrs))
+                  lrs=tuple(float(x) for x in lrs), overrides=overrides, scale=scale, lr_rule=lr_rule,
+                  refine=_refine_spec(raw.get("refine"), where))
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
