@@ -548,6 +548,17 @@ class Prepared:
         raise UserError(f"{self.path} has no tokenizer (nanoGPT dir without meta.pkl itos)")
 
 
+def meta_for_record(meta: dict[str, Any]) -> dict[str, Any]:
+    """meta.json's dict as a run record keeps it: a spread split's block ranges (hundreds of
+    [start, end) pairs) are replaced by their count per split; everything else is kept."""
+    split = meta.get("split") or {}
+    if split.get("heldout") != "spread":
+        return meta
+    ranges = split.get("char_ranges") or {}
+    return {**meta, "split": {**{k: v for k, v in split.items() if k != "char_ranges"},
+                              "n_blocks": {s: len(r) for s, r in ranges.items()}}}
+
+
 def _memmap(path: Path) -> np.ndarray:
     size = path.stat().st_size
     if size % DTYPE.itemsize:

@@ -428,7 +428,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
         "mfu": None, "flops_per_token": flops_per_token, "mfu_convention": MFU_CONVENTION,
         "peak_flops_per_s": peak, "git_rev": _git_rev(), "versions": _versions(),
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}", "host": hostcpu.host_info(),
-        "data": prepared.meta,
+        "data": data.meta_for_record(prepared.meta),
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     if rec["tokens_per_s"]:
