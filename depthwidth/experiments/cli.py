@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 
 DEFAULT_RESULTS = "results/<preset>"

@@ -12,7 +12,7 @@ import argparse
 import math
 from typing import Any
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
 

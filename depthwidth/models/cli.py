@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 
 
