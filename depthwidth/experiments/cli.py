@@ -137,6 +137,9 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _preset_text(p) -> str:
+    from depthwidth.theory.accounting import kaplan_n
+    from depthwidth.units import format_count
+
     lines = [f"{p.name} ({p.path})", p.description]
     if p.notes:
         lines.append(f"notes: {p.notes}")
@@ -149,17 +152,10 @@ def _preset_text(p) -> str:
     for L in p.depths:
         ws = p.widths[L]
         lines.append(f"  L={L:<3} d = {', '.join(map(str, ws))}   N = 12*L*d^2 = "
-                     + ", ".join(_count(12 * L * d * d) for d in ws))
+                     + ", ".join(format_count(kaplan_n(L, d)) for d in ws))
     if p.expected_minutes:
         lines.append(f"expected wall time: ~{p.expected_minutes:g} min")
     return "\n".join(lines)
-
-
-def _count(x: float) -> str:
-    for div, suf in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if x >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
 
 
 def _sweep(args: argparse.Namespace) -> int:

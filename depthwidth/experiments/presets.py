@@ -51,6 +51,7 @@ from typing import Any
 
 from depthwidth.config import RunConfig, from_dict, load_toml
 from depthwidth.errors import UserError
+from depthwidth.theory.accounting import kaplan_n
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid"}
@@ -95,7 +96,7 @@ class Preset:
             "base": self.base.to_dict(),
             "runs": [{"run_id": r.run_id(), "corpus": r.data.corpus, "n_layer": r.model.n_layer,
                       "d_model": r.model.d_model, "seed": r.train.seed, "steps": r.train.steps,
-                      "kaplan_params": 12 * r.model.n_layer * r.model.d_model ** 2} for r in self.runs],
+                      "kaplan_params": kaplan_n(r.model.n_layer, r.model.d_model)} for r in self.runs],
         }
 
 
@@ -171,7 +172,7 @@ def scaled_steps(tokens_per_param: float, n_layer: int, d_model: int, batch_size
     N = 12·L·d² (Kaplan et al. 2020, the N of Levine et al.'s law); tokens per step = B·T;
     steps = round(tokens_per_param·N / (B·T)), clamped to [min_steps, max_steps].
     """
-    N = 12 * n_layer * d_model * d_model
+    N = kaplan_n(n_layer, d_model)
     return int(min(max_steps, max(min_steps, round(tokens_per_param * N / (batch_size * seq_len)))))
 
 

@@ -35,7 +35,8 @@ from depthwidth.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
 from depthwidth.experiments.records import SCHEMA, run_dir, write_json_atomic
 from depthwidth.fits.law import Law
-from depthwidth.fits.projections import exact_stack_params, optimal_depth, transition_params
+from depthwidth.fits.projections import optimal_depth, transition_params
+from depthwidth.theory.accounting import kaplan_n, stack_n, width_for_budget
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def write_synthetic(results: str | Path, surface: Surface = Surface(), *, depths
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     n_written = n_div = 0
     for L in depths:
-        widths = sorted({max(n_head, n_head * int(round(math.sqrt(N / (12 * L)) / n_head))) for N in grid})
+        widths = sorted({max(n_head, n_head * int(round(width_for_budget(N, L) / n_head))) for N in grid})
         for d in widths:
-            N = 12.0 * L * d * d
+            N = float(kaplan_n(L, d))
             mean = surface.loss(N, L)
             for s in range(n_seeds):
                 _write_record(results, L, d, n_head, vocab_size, seq_len, s, "finished",
@@ -137,9 +138,9 @@ def _write_record(results, L, d, n_head, vocab_size, seq_len, seed, status, test
         "schema": SCHEMA, "run_id": cfg.run_id(), "status": status, "config": cfg.to_dict(),
         "n_layer": L, "d_model": d, "n_head": n_head, "vocab_size": vocab_size, "seq_len": seq_len,
         "seed": seed,
-        "params": {"non_embedding": int(exact_stack_params(L, d)), "kaplan": 12 * L * d * d,
+        "params": {"non_embedding": stack_n(L, d), "kaplan": kaplan_n(L, d),
                    "embedding": vocab_size * d + seq_len * d,
-                   "total": int(exact_stack_params(L, d)) + vocab_size * d + seq_len * d},
+                   "total": stack_n(L, d) + vocab_size * d + seq_len * d},
         "tokens": t.steps * t.batch_size * seq_len, "steps": t.steps,
         "train_loss": test_loss, "val_loss": test_loss, "test_loss": test_loss,
         "wall_s": 0.0, "compile_s": 0.0, "tokens_per_s": None, "mfu": None, "flops_per_token": None,

@@ -27,6 +27,7 @@ import pandas as pd
 from depthwidth.config import OPERATIONAL_MODEL_FIELDS, OPERATIONAL_TRAIN_FIELDS
 from depthwidth.errors import UserError
 from depthwidth.experiments.records import iter_records
+from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
                "N", "N_exact", "N_embedding", "tokens", "steps", "context"]
@@ -107,7 +108,7 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
     if not (isinstance(L, int) and isinstance(d, int) and L >= 1 and d >= 1):
         raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
     # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
-    N = params.get("kaplan", 12 * L * d * d)
+    N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
