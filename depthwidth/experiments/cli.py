@@ -11,6 +11,7 @@ from typing import Any
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits.options import FitOptions
 
 DEFAULT_RESULTS = "results/<preset>"
 
@@ -38,9 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     _sweep_args(r, results_required=False)
     r.add_argument("--out", metavar="DIR",
                    help="where fit.json, figures/ and summary.{json,md} go (default: the results directory)")
-    r.add_argument("--pairs", default="doubling", help="depth pairs for the fit: doubling (default) or adjacent")
-    r.add_argument("--assign", default="geom", help="depth of a transition point: geom (default), arith, shallow, deep")
-    r.add_argument("--bootstrap", default="1000", help="bootstrap replicates for the transition errors (default 1000)")
+    r.add_argument("--pairs", default=FitOptions.pairs,
+                   help=f"depth pairs for the fit: {FitOptions.pairs} (default) or adjacent")
+    r.add_argument("--assign", default=FitOptions.assign,
+                   help=f"depth of a transition point: {FitOptions.assign} (default), arith, shallow, deep")
+    r.add_argument("--bootstrap", default=str(FitOptions.bootstrap),
+                   help=f"bootstrap replicates for the transition errors (default {FitOptions.bootstrap})")
     r.add_argument("--no-figures", action="store_true", help="skip the figures")
     add_json_flag(r)
     r.set_defaults(func=_reproduce)
@@ -185,11 +189,12 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     preset = _load(args)
     kw = _sweep_kwargs(args)
-    bootstrap = parse_int(args.bootstrap, name="--bootstrap", minimum=2)
+    options = FitOptions(pairs=args.pairs, assign=args.assign,
+                         bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
     results = args.results or f"results/{preset.name}"
     if args.download:
         _download(preset, args.data_dir)
-    summary = reproduce(preset, results, out=args.out, pairs=args.pairs, assign=args.assign,
-                        bootstrap=bootstrap, figures=not args.no_figures, sweep_kwargs=kw)
+    summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,
+                        sweep_kwargs=kw)
     emit(args, summary, summary_text(summary))
     return 0 if summary["complete"] else 1

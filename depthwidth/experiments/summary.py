@@ -32,6 +32,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.experiments.presets import Preset
+from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count
 
 THEORY_SLOPE = math.log(3.0)  # ln d_x = L ln 3 at the threshold L_th = log3(d_x) (Levine et al. 2020, Thm 1/2)
@@ -111,8 +112,7 @@ def corpus_summary(results: str, fit: dict[str, Any] | None, fit_error: str | No
     return out
 
 
-def _fit_one(results: str, out_dir: Path, pairs: str, assign: str, bootstrap: int,
-             figures: bool) -> dict[str, Any]:
+def _fit_one(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:
     from depthwidth.experiments.records import write_json_atomic
     from depthwidth.fits.lawfit import build_fit
     from depthwidth.fits.table import load_table
@@ -120,7 +120,7 @@ def _fit_one(results: str, out_dir: Path, pairs: str, assign: str, bootstrap: in
     fit = fit_error = fit_path = None
     try:
         table = load_table(results)
-        fit = build_fit(table, pairs=pairs, assign=assign, bootstrap=bootstrap)
+        fit = build_fit(table, **options.kwargs())
         fit_path = str(out_dir / "fit.json")
         write_json_atomic(fit_path, fit)
     except UserError as e:  # e.g. every run diverged, or one depth only: say so, draw what can be drawn
@@ -131,32 +131,30 @@ def _fit_one(results: str, out_dir: Path, pairs: str, assign: str, bootstrap: in
         from depthwidth.paper_figs import make_all
 
         try:
-            figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures")]
+            figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures", options=options)]
         except UserError as e:
             figs_error = str(e)
     return corpus_summary(results, fit, fit_error, fit_path, figs, figs_error)
 
 
-def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = None, pairs: str = "doubling",
-              assign: str = "geom", bootstrap: int = 1000, figures: bool = True,
+def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = None,
+              fit_options: FitOptions = FitOptions(), figures: bool = True,
               sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sweep, fit, figures and summary for ``preset`` (module docstring); returns the summary dict.
 
+    ``fit_options`` are the fit's (validated when constructed, so before any training);
     ``sweep_kwargs`` go to :func:`~depthwidth.experiments.runner.run_sweep`, or with ``jobs`` > 1
     (and ``child_args``) to :func:`~depthwidth.experiments.runner.run_local_jobs`.
 
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
     ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
-    files (summary.json, summary.md), wall_s. Raises UserError for bad options (checked before
-    any training) or a UserError from the sweep.
+    files (summary.json, summary.md), wall_s. Raises UserError for non-local paths or a
+    UserError from the sweep.
     """
     from depthwidth.experiments import runner
     from depthwidth.experiments.records import write_json_atomic
-    from depthwidth.fits.transitions import assigned_depth, select_pairs
 
-    select_pairs([1, 2], pairs)  # validate the fit options before hours of training
-    assigned_depth(1, 2, assign)
     if str(results).startswith(("gs://", "s3://")) or (out and "://" in str(out)):
         raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "
                         "`depthwidth sweep`, then copy the records")
@@ -173,7 +171,7 @@ def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = N
     per: dict[str, Any] = {}
     for corpus, gdir in groups.items():
         odir = out_root if len(groups) == 1 else out_root / Path(gdir).name
-        per[corpus] = _fit_one(gdir, odir, pairs, assign, bootstrap, figures)
+        per[corpus] = _fit_one(gdir, odir, fit_options, figures)
     summary = {
         "preset": preset.name, "description": preset.description, "results": str(results), "out": str(out_root),
         "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,

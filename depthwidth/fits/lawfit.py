@@ -30,6 +30,7 @@ import numpy as np
 from depthwidth import __version__
 from depthwidth.errors import UserError
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
+from depthwidth.fits.options import FitOptions
 from depthwidth.fits.transitions import USABLE, TransitionPoint, compute_transitions
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
@@ -126,8 +127,9 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
             "ci95": {"a": np.quantile(a, [0.025, 0.975]).tolist(), "b": np.quantile(b, [0.025, 0.975]).tolist()}}
 
 
-def build_fit(table, *, pairs: str = "doubling", assign: str = "geom", bootstrap: int = 1000,
-              resample: str = "pooled", seed: int = 0) -> dict[str, Any]:
+def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
+              bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
+              seed: int = FitOptions.seed) -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 pairs have a crossing; otherwise status

@@ -83,10 +83,8 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.fits.options import ASSIGN, PAIRS, RESAMPLE, FitOptions
 
-ASSIGN = ("geom", "arith", "shallow", "deep")
-PAIRS = ("doubling", "adjacent")
-RESAMPLE = ("pooled", "seeds", "pooled+widths", "seeds+widths")
 USABLE = ("crossing", "multiple")  # statuses with an N*
 
 
@@ -261,8 +259,9 @@ def bootstrap_widths(data: dict[int, _DepthData], B: int, rng: np.random.Generat
     return {L: [np.unique(rng.integers(0, len(dd.x), size=len(dd.x))) for _ in range(B)] for L, dd in data.items()}
 
 
-def compute_transitions(table, *, pairs: str = "doubling", assign: str = "geom", bootstrap: int = 1000,
-                        resample: str = "pooled", seed: int = 0) -> tuple[list[TransitionPoint], np.ndarray]:
+def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
+                        bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
+                        seed: int = FitOptions.seed) -> tuple[list[TransitionPoint], np.ndarray]:
     """Transition points of ``table`` (a :class:`~depthwidth.fits.table.ResultsTable`) for the
     selected depth pairs, with bootstrap uncertainties.
 

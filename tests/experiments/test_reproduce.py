@@ -10,6 +10,7 @@ import pytest
 from depthwidth.cli import main
 from depthwidth.experiments import summary
 from depthwidth.experiments.presets import load_preset
+from depthwidth.fits.options import FitOptions
 
 
 def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
@@ -181,7 +182,7 @@ def test_reproduce_recovers_a_known_law(tmp_path):
 
     f = tmp_path / "known.toml"
     f.write_text(KNOWN)
-    s = summary.reproduce(load_preset(f), tmp_path / "res", bootstrap=200, figures=False,
+    s = summary.reproduce(load_preset(f), tmp_path / "res", fit_options=FitOptions(bootstrap=200), figures=False,
                           sweep_kwargs={"train_fn": engine, "log": lambda m: None})
     assert s["complete"] and s["sweep"]["finished"] == 2 * 3 * 6 * 2
     assert set(s["corpora"]) == {"tinyshakespeare", "kjv"}
