@@ -1,6 +1,6 @@
 """Claim files: which worker owns an unfinished run, so no two workers train the same config.
 
-``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.experiments.records`)::
+``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.records`)::
 
     run_id, token (uuid4 of this claim), worker, num_workers, host, boot_id, pid,
     claimed_at, heartbeat_at (Unix seconds), heartbeat_iso

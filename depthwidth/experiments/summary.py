@@ -113,9 +113,9 @@ def corpus_summary(results: str, fit: dict[str, Any] | None, fit_error: str | No
 
 
 def _fit_one(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:
-    from depthwidth.experiments.records import write_json_atomic
     from depthwidth.fits.lawfit import build_fit
     from depthwidth.fits.table import load_table
+    from depthwidth.records import write_json_atomic
 
     fit = fit_error = fit_path = None
     try:
@@ -153,7 +153,7 @@ def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = N
     UserError from the sweep.
     """
     from depthwidth.experiments import runner
-    from depthwidth.experiments.records import write_json_atomic
+    from depthwidth.records import write_json_atomic
 
     if str(results).startswith(("gs://", "s3://")) or (out and "://" in str(out)):
         raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "

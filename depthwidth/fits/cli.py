@@ -185,9 +185,9 @@ def _query(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from depthwidth.experiments.records import write_json_atomic
     from depthwidth.fits.lawfit import build_fit
     from depthwidth.fits.table import load_table
+    from depthwidth.records import write_json_atomic
 
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),

@@ -33,8 +33,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from depthwidth import records
 from depthwidth.config import RunConfig
-from depthwidth.experiments import records
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
 from depthwidth.models.model import LM, cast_params

@@ -162,7 +162,7 @@ def test_reproduce_recovers_a_known_law(tmp_path):
     N = 12 L exp(2a + 2bL) (a = 5.039, b = 0.0555), +-0.0005 by seed. Then L=4 beats L=2 exactly
     where L* > sqrt(8), i.e. at N* = N(sqrt 8), whose width at the geometric-mean depth sqrt(8)
     is exp(a + b sqrt 8): the fit must give back a and b, per corpus, in the multi-corpus layout."""
-    from depthwidth.experiments import records
+    from depthwidth import records
     from depthwidth.experiments.presets import load_preset
     from depthwidth.fits.law import levine2020
     from depthwidth.fits.projections import optimal_depth

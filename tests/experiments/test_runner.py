@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from depthwidth import records
 from depthwidth.cli import main
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
-from depthwidth.experiments import claims, records, runner
+from depthwidth.experiments import claims, runner
 from depthwidth.experiments.presets import load_preset
 
 

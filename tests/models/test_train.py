@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from depthwidth import records
 from depthwidth.cli import main
 from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
-from depthwidth.experiments import records
 from depthwidth.models.train import learning_rate_schedule, train_run
 
 # Char-level tiny shakespeare (the real corpus), a model small enough for seconds on CPU.
