@@ -18,7 +18,7 @@ from depthwidth.errors import UserError
 # Modules that contribute subcommands, in help order.
 _COMMAND_MODULES = (
     "depthwidth.theory.cli",
-    "depthwidth.models.data_cli",
+    "depthwidth.data.cli",
     "depthwidth.models.cli",
     "depthwidth.fits.cli",
     "depthwidth.experiments.cli",

@@ -71,7 +71,7 @@ class DataConfig:
 
     tokenizer: 'char' or 'bpe' (byte-level BPE, HF tokenizers); bpe_vocab_size: target vocabulary.
     heldout: 'end' (val/test = the last 10% of the text) or 'spread' (held-out blocks taken from
-    the whole text; ``depthwidth.models.data`` module doc).
+    the whole text; ``depthwidth.data.splits`` module doc).
     """
 
     corpus: str = "tinyshakespeare"

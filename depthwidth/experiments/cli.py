@@ -111,7 +111,7 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _download(preset, data_dir: str | None) -> None:
-    from depthwidth.models import corpora
+    from depthwidth.data import corpora
 
     for name in preset.corpora:
         if name in corpora.CORPORA and corpora.CORPORA[name].url:

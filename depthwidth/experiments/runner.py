@@ -162,7 +162,7 @@ def fmt_duration(seconds: float | None) -> str:
 def compile_cache_dir() -> Path:
     """Where the runner keeps JAX's persistent compilation cache: ``<cache>/jax`` next to the
     prepared corpora (``$DEPTHWIDTH_CACHE`` or ``~/.cache/depthwidth``)."""
-    from depthwidth.models.data import cache_root
+    from depthwidth.data.prepare import cache_root
 
     return cache_root().parent / "jax"
 

@@ -283,7 +283,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
     import orbax.checkpoint as ocp
 
-    from depthwidth.models import data
+    from depthwidth.data import prepare, tokenfiles
     from depthwidth.theory import accounting, compute
 
     run_id = cfg.run_id()
@@ -293,7 +293,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
         return records.read_record(rec_path)
     is_main = jax.process_index() == 0
 
-    prepared = data.open_prepared(data.prepared_dir_for(cfg.data, data_dir))
+    prepared = tokenfiles.open_prepared(prepare.prepared_dir_for(cfg.data, data_dir))
     rcfg = resolve_vocab(cfg, prepared.vocab_size)
     m, t = rcfg.model, rcfg.train
     if is_main:
@@ -349,7 +349,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
     try:
         while step < stop_at:
-            x, y = data.get_batch(prepared.train, t.seed, step, t.batch_size, m.seq_len)
+            x, y = tokenfiles.get_batch(prepared.train, t.seed, step, t.batch_size, m.seq_len)
             state, metrics = engine.train_step(state, sh.global_batch(x, engine.batch_sharding),
                                                sh.global_batch(y, engine.batch_sharding))
             step += 1
