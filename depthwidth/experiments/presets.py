@@ -82,10 +82,6 @@ class Preset:
     notes: str = ""
     lrs: tuple[float, ...] = ()
 
-    def runs_for(self, corpus: str) -> tuple[RunConfig, ...]:
-        """The runs on one corpus (each corpus is a separate sweep for the fit)."""
-        return tuple(r for r in self.runs if r.data.corpus == corpus)
-
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (what ``depthwidth presets show --json`` prints)."""
         return {
