@@ -4,7 +4,7 @@ The top layer: each subpackage owns its subcommands in its own ``cli.py`` with a
 ``register(subparsers)`` function, and this module only assembles them, in help order. Those
 modules import nothing heavy at module level (no jax), so ``depthwidth query`` answers without
 loading an accelerator runtime. They print with :mod:`depthwidth.console`, never importing this
-module, so imports keep pointing down.
+module, so imports keep pointing down (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ import sys
 
 from depthwidth.errors import UserError
 
-# Modules that contribute subcommands, in help order.
-_COMMAND_MODULES = (
-    "depthwidth.theory.cli",
-    "depthwidth.data.cli",
-    "depthwidth.models.cli",
-    "depthwidth.fits.cli",
-    "depthwidth.experiments.cli",
-    "depthwidth.paper_figs.cli",
+# (module, its register function) that contribute subcommands, in help order.
+_COMMANDS = (
+    ("depthwidth.theory.cli", "register"),
+    ("depthwidth.data.cli", "register"),
+    ("depthwidth.experiments.cli", "register_train"),
+    ("depthwidth.models.cli", "register"),
+    ("depthwidth.fits.cli", "register"),
+    ("depthwidth.experiments.cli", "register"),
+    ("depthwidth.pipeline.cli", "register"),
+    ("depthwidth.paper_figs.cli", "register"),
 )
 
 
@@ -39,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module, register in _COMMANDS:
+        getattr(importlib.import_module(module), register)(sub)
     return parser
 
 

@@ -3,8 +3,11 @@
 Stable API (import from the modules; this package imports nothing so ``depthwidth query`` stays
 light):
 
+    options.FitOptions(pairs=, assign=, bootstrap=, resample=, seed=)   the fit's options and their
+                                                    defaults; .kwargs() for the two functions below
     table.load_table(results) -> ResultsTable       runs / cells (per (n_layer, d_model): N, ln_N,
                                                     n_seeds, mean, std, sem) / excluded / unfinished
+                                                    (kind "train" records; other kinds set aside)
     transitions.compute_transitions(table, pairs=, assign=, bootstrap=, resample=, seed=)
                                    -> (list[TransitionPoint], boot ln N* array (B, n_pairs))
     transitions.find_crossing(x_s, y_s, x_d, y_d) -> Crossing    (x = ln N, y = mean test loss)

@@ -1,0 +1,50 @@
+"""``depthwidth reproduce`` (thin: parse, call :func:`depthwidth.pipeline.reproduce`, print).
+
+The sweep options are the ``sweep`` command's (:mod:`depthwidth.experiments.cli`); the fit
+options' defaults are :class:`~depthwidth.fits.options.FitOptions`'. Nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from depthwidth.console import add_json_flag, emit
+from depthwidth.experiments.cli import download, load, sweep_args, sweep_kwargs
+from depthwidth.fits.options import FitOptions
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("reproduce", help="sweep + fit + figures + summary for a preset, in one command",
+                       description="Run the preset's sweep (skipping finished runs), fit the transition "
+                                   "points and the law ln d_x = a + b*L, draw the figures and write "
+                                   "summary.json / summary.md next to them.")
+    sweep_args(r, results_required=False)
+    r.add_argument("--out", metavar="DIR",
+                   help="where fit.json, figures/ and summary.{json,md} go (default: the results directory)")
+    r.add_argument("--pairs", default=FitOptions.pairs,
+                   help=f"depth pairs for the fit: {FitOptions.pairs} (default) or adjacent")
+    r.add_argument("--assign", default=FitOptions.assign,
+                   help=f"depth of a transition point: {FitOptions.assign} (default), arith, shallow, deep")
+    r.add_argument("--bootstrap", default=str(FitOptions.bootstrap),
+                   help=f"bootstrap replicates for the transition errors (default {FitOptions.bootstrap})")
+    r.add_argument("--no-figures", action="store_true", help="skip the figures")
+    add_json_flag(r)
+    r.set_defaults(func=_reproduce)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from depthwidth.pipeline.run import reproduce
+    from depthwidth.pipeline.summary import summary_text
+    from depthwidth.units import parse_int
+
+    preset = load(args)
+    kw = sweep_kwargs(args)
+    options = FitOptions(pairs=args.pairs, assign=args.assign,
+                         bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
+    results = args.results or f"results/{preset.name}"
+    if args.download:
+        download(preset, args.data_dir)
+    summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,
+                        sweep_kwargs=kw)
+    emit(args, summary, summary_text(summary))
+    return 0 if summary["complete"] else 1
