@@ -43,8 +43,8 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     from depthwidth.experiments import runner
 
     if "://" in str(results) or (out and "://" in str(out)):
-        raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "
-                        "`depthwidth sweep`, then copy the records")
+        raise UserError("reproduce reads results and writes figures on local paths; use a local or mounted "
+                        "(e.g. gcsfuse) directory")
     t0 = time.perf_counter()
     rep = _sweep(preset, results, sweep_kwargs)
     out_root = Path(out) if out is not None else Path(results)
