@@ -7,6 +7,7 @@ numpy and tokenizers only, no jax; importing this package loads nothing.
     tokenizer  byte-level BPE and char-level tokenizers; chunked, parallel encoding to uint16
     tokenfiles the token files: Prepared (open_prepared), get_batch (a pure function of seed and
                step), entropy baselines
-    prepare    text -> prepared directory; the shared cache (prepared_dir_for a DataConfig)
+    prepare    text -> prepared directory; the shared cache (prepared_dir_for a DataConfig);
+               meta_for_record (meta.json as a run record keeps it)
     cli        ``depthwidth data prepare`` / ``depthwidth data info``
 """

@@ -129,6 +129,17 @@ def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: i
     return meta
 
 
+def meta_for_record(meta: dict[str, Any]) -> dict[str, Any]:
+    """meta.json's dict as a run record keeps it: a spread split's block ranges (hundreds of
+    [start, end) pairs) are replaced by their count per split; everything else is kept."""
+    split = meta.get("split") or {}
+    if split.get("heldout") != "spread":
+        return meta
+    ranges = split.get("char_ranges") or {}
+    return {**meta, "split": {**{k: v for k, v in split.items() if k != "char_ranges"},
+                              "n_blocks": {s: len(r) for s, r in ranges.items()}}}
+
+
 def _source_of_corpus(name: str) -> dict[str, Any]:
     c = corpora.get(name)
     return {"name": c.name, "file": c.file, "sha256": c.sha256, "bytes": c.n_bytes,

@@ -2,7 +2,9 @@
 
 Nothing heavy at module level: the runner imports jax (through the engine) only when it trains.
 The sweep options (:func:`sweep_args`, :func:`sweep_kwargs`) are shared with ``depthwidth
-reproduce`` (:mod:`depthwidth.pipeline.cli`).
+reproduce`` (:mod:`depthwidth.pipeline.cli`), and so are the sweep's steps (:func:`start_sweep`,
+:func:`end_sweep`): ``sweep --refine``, which fits between rounds of training, is added to this
+command by the pipeline, the layer above both experiments and fits.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    if not results_required:
+        return
+    # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
 
 
@@ -166,9 +171,10 @@ def _preset_text(p) -> str:
     return "\n".join(lines)
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.runner import report_text, run_local_jobs
-
+def start_sweep(args: argparse.Namespace):
+    """What the ``sweep`` command does before it trains: pin to ``--cpus`` (a ``--jobs`` child),
+    load the preset with its ``--set`` overrides, build the runner's keyword arguments
+    (:func:`sweep_kwargs`, ``child_args`` included) and ``--download``. Returns (preset, kwargs)."""
     if args.cpus:
         import os
 
@@ -182,9 +188,23 @@ def _sweep(args: argparse.Namespace) -> int:
     kw = sweep_kwargs(args)
     if args.download:
         download(preset, args.data_dir)
-    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
+    return preset, kw
+
+
+def end_sweep(args: argparse.Namespace, rep) -> int:
+    """Print the sweep's report (text or ``--json``); the exit code: 1 if a run failed."""
+    from depthwidth.experiments.runner import report_text
+
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from depthwidth.experiments.runner import run_local_jobs
+
+    preset, kw = start_sweep(args)
+    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
+    return end_sweep(args, rep)
 
 
 # ---------------------------------------------------------------- train (one run)

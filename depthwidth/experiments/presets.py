@@ -18,6 +18,10 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
     seeds = [0, 1]                     # train.seed values
     corpora = ["tinyshakespeare"]      # optional: data.corpus values (default: base.data.corpus)
     lrs = [3e-3, 6e-3]                 # optional: train.lr values (a learning-rate scan)
+    [grid.lr_rule]                     # optional: width-aware peak lr for every grid point,
+    ref_width = 64                     #   lr = base.train.lr * (ref_width / d_model)^power
+    power = 1.0                        #   (power 1: lr ∝ 1/width, the µP rule for Adam's hidden
+                                       #   weights, Yang et al. 2021, applied to all parameters)
     [grid.widths]                      # model.d_model values per depth (keys are the depths)
     2 = [32, 64]
     4 = [24, 48]
@@ -28,6 +32,15 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
     tokens_per_param = 20.0            # steps = round(tokens_per_param * N / (batch_size*seq_len)),
     min_steps = 200                    #   N = 12*L*d^2 (Kaplan et al. 2020), clamped to
     max_steps = 5000                   #   [min_steps, max_steps]; warm-up capped at the steps
+
+    [refine]                           # optional: `depthwidth sweep --refine` (all keys optional;
+    pairs = "adjacent"                 #   RefineSpec, depthwidth.pipeline.refine): depth pairs,
+    target_ln_width = 0.35             #   the 95% interval of ln N* to reach,
+    max_runs = 36                      #   refined runs at most (cells x seeds),
+    extend = true                      #   extend the range when a pair does not cross inside it,
+    max_N = 1.6e6                      #   ... never above this Kaplan N
+    min_N = 1e4                        #   ... or below this,
+    bootstrap = 400                    #   bootstrap replicates per round
 
 Every grid point becomes one RunConfig (``model.n_layer``, ``model.d_model``, ``train.seed`` and
 ``data.corpus`` set from the grid, per-depth overrides and step scaling applied) and is
@@ -54,9 +67,11 @@ from depthwidth.errors import UserError
 from depthwidth.theory.accounting import kaplan_n
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
-TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid"}
-GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "overrides", "scale_steps"}
+TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid", "refine"}
+GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "lr_rule", "overrides", "scale_steps"}
+LR_RULE_KEYS = {"ref_width", "power"}
 SCALE_KEYS = {"tokens_per_param", "min_steps", "max_steps"}
+REFINE_KEYS = {"pairs", "target_ln_width", "max_runs", "extend", "max_N", "min_N", "bootstrap"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +81,9 @@ class Preset:
     name, description, notes: text; path: the TOML file; expected_minutes: measured wall time
     (minutes) or None; base: the base RunConfig; depths, seeds, corpora: the grid axes;
     widths: depth -> widths; lrs: learning rates of a scan, or () when the lr is not an axis;
-    runs: every grid point as a RunConfig, in run order (module doc).
+    runs: every grid point as a RunConfig, in run order (module doc); overrides, scale, lr_rule:
+    the grid's per-depth overrides, step scaling and width-aware lr (how :func:`merge_config`
+    builds a point off the grid); refine: the [refine] table, or None.
     """
 
     name: str
@@ -81,6 +98,10 @@ class Preset:
     expected_minutes: float | None = None
     notes: str = ""
     lrs: tuple[float, ...] = ()
+    overrides: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    scale: dict[str, Any] | None = None
+    lr_rule: dict[str, float] | None = None
+    refine: RefineSpec | None = None  # the [refine] table (sweep --refine), or None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (what ``depthwidth presets show --json`` prints)."""
@@ -202,6 +223,87 @@ def _scale_spec(raw: Any, where: str) -> dict[str, Any] | None:
     return {"tokens_per_param": float(tpp), "min_steps": lo, "max_steps": hi}
 
 
+def _grid_point(base: RunConfig, overrides: dict[int, dict[str, Any]], scale: dict[str, Any] | None, L: int, d: int,
+                seed: int, corpus: str, lr: float | None, where: str,
+                lr_rule: dict[str, float] | None = None) -> dict[str, Any]:
+    """One grid point's config dict: base, then the depth's overrides, then the grid values
+    (and the width-aware lr, applied to the lr the overrides leave)."""
+    cfg = _merge(base.to_dict(), overrides.get(L, {}))
+    cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed}, "data": {"corpus": corpus}})
+    if lr_rule is not None:
+        scaled = cfg["train"]["lr"] * (lr_rule["ref_width"] / d) ** lr_rule["power"]
+        cfg = _merge(cfg, {"train": {"lr": float(f"{scaled:.6g}")}})  # 6 s.f.: a readable, stable config
+    if lr is not None:
+        cfg = _merge(cfg, {"train": {"lr": float(lr)}})
+    return _scale(cfg, scale, where) if scale else cfg
+
+
+def merge_config(preset: Preset, L: int, d: int, seed: int, corpus: str) -> dict[str, Any]:
+    """The config dict the preset gives a (depth, width, seed, corpus) point, on or off its grid
+    (refinement adds widths between grid points). Not for presets with a learning-rate axis."""
+    if preset.lrs:
+        raise UserError(f"preset {preset.name}: a learning-rate scan cannot be refined")
+    return _grid_point(preset.base, preset.overrides, preset.scale, L, d, seed, corpus, None, f"preset {preset.path}",
+                       preset.lr_rule)
+
+
+def _lr_rule(raw: Any, where: str) -> dict[str, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: grid.lr_rule must be a table")
+    _unknown(raw, LR_RULE_KEYS, "grid.lr_rule", where)
+    out = {"ref_width": raw.get("ref_width"), "power": raw.get("power", 1.0)}
+    for k, v in out.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
+            raise UserError(f"{where}: grid.lr_rule.{k} must be a positive number, got {v!r}")
+    return {k: float(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class RefineSpec:
+    """A preset's ``[refine]`` table (module doc): how ``depthwidth sweep --refine`` adds widths
+    (the rounds themselves: :mod:`depthwidth.pipeline.refine`). Units: ln N for
+    target_ln_width, parameters (Kaplan N) for max_N / min_N; bootstrap: replicates per round.
+
+    It lives here, with the other preset tables, so that :func:`load_preset` rejects a malformed
+    table (one-line UserError) while the refinement, which fits, stays above the fits layer."""
+
+    pairs: str = "adjacent"
+    target_ln_width: float = 0.35
+    max_runs: int = 36
+    extend: bool = True
+    max_N: float = 1.6e6
+    min_N: float = 1e4
+    bootstrap: int = 400
+
+    def __post_init__(self) -> None:
+        if self.pairs not in ("adjacent", "doubling"):
+            raise UserError(f"refine.pairs must be 'adjacent' or 'doubling', got {self.pairs!r}")
+        if not (self.target_ln_width > 0 and self.max_runs >= 0 and self.bootstrap >= 50
+                and 0 < self.min_N < self.max_N):
+            raise UserError("refine needs target_ln_width > 0, max_runs >= 0, bootstrap >= 50, 0 < min_N < max_N")
+
+
+def parse_refine(raw: Any, where: str) -> RefineSpec | None:
+    """The preset's ``[refine]`` table as a RefineSpec (None when absent); UserError if malformed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: refine must be a table")
+    unknown = sorted(set(raw) - REFINE_KEYS)
+    if unknown:
+        raise UserError(f"{where}: unknown refine key(s) {', '.join(unknown)} (known: {', '.join(sorted(REFINE_KEYS))})")
+    types = {f.name: f.type for f in dataclasses.fields(RefineSpec)}
+    vals = {}
+    for k, v in raw.items():
+        want = {"str": str, "float": (int, float), "int": int, "bool": bool}[types[k]]
+        if isinstance(v, bool) != (types[k] == "bool") or not isinstance(v, want):
+            raise UserError(f"{where}: refine.{k} must be a {types[k]}, got {v!r}")
+        vals[k] = float(v) if types[k] == "float" else v
+    return RefineSpec(**vals)
+
+
 def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
     """Validate a parsed preset TOML (``raw``) read from ``path`` and expand its grid."""
     where = f"preset {path}"
@@ -260,6 +362,9 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
         raise UserError(f"{where}: grid.lrs must be a list of positive learning rates")
     if len(set(lrs)) != len(lrs):
         raise UserError(f"{where}: grid.lrs has duplicates: {lrs}")
+    lr_rule = _lr_rule(grid.get("lr_rule"), where)
+    if lr_rule and lrs:
+        raise UserError(f"{where}: grid.lrs and grid.lr_rule exclude each other")
 
     runs = []
     for corpus in corpora:
@@ -267,13 +372,7 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
             for L in depths:
                 for d in widths[L]:
                     for lr in lrs or [None]:
-                        cfg = _merge(base.to_dict(), overrides.get(L, {}))
-                        cfg = _merge(cfg, {"model": {"n_layer": L, "d_model": d}, "train": {"seed": seed},
-                                           "data": {"corpus": corpus}})
-                        if lr is not None:
-                            cfg = _merge(cfg, {"train": {"lr": float(lr)}})
-                        if scale:
-                            cfg = _scale(cfg, scale, where)
+                        cfg = _grid_point(base, overrides, scale, L, d, seed, corpus, lr, where, lr_rule)
                         try:
                             runs.append(from_dict(cfg))
                         except UserError as e:
@@ -285,7 +384,8 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
     return Preset(name=name, description=" ".join(desc.split()), path=path, base=base, depths=depths,
                   widths=widths, seeds=seeds, corpora=tuple(corpora), runs=tuple(runs),
                   expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip(),
-                  lrs=tuple(float(x) for x in lrs))
+                  lrs=tuple(float(x) for x in lrs), overrides=overrides, scale=scale, lr_rule=lr_rule,
+                  refine=parse_refine(raw.get("refine"), where))
 
 
 def load_preset(name_or_path: str | Path) -> Preset:

@@ -1,4 +1,5 @@
-"""``depthwidth fit`` (sweep results -> transition points -> law JSON) and ``depthwidth query``
+"""``depthwidth fit`` (sweep results -> transition points -> law JSON), ``depthwidth lrscan``
+(a learning-rate scan -> the best lr per shape and what an lr rule costs) and ``depthwidth query``
 (law -> optimal shape for a budget, transition size of a depth, verdict on a shape).
 
 Nothing heavy at module level: ``query`` imports only the stdlib-light law/projections modules
@@ -30,12 +31,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", default=str(FitOptions.bootstrap),
                    help=f"bootstrap replicates (default {FitOptions.bootstrap})")
     p.add_argument("--resample", default=FitOptions.resample,
-                   help=f"bootstrap residuals from: {FitOptions.resample} (all widths of a depth, default) or seeds (the "
-                        "cell's own); add +widths to also resample widths")
+                   help=f"bootstrap: {FitOptions.resample} (default: the same seeds drawn for every cell, plus the "
+                        "test-set chunks when recorded), pooled (residuals of all widths of a depth) or seeds (the "
+                        "cell's own); add +widths to pooled/seeds to also resample widths")
     p.add_argument("--seed", default=str(FitOptions.seed), help=f"bootstrap random seed (default {FitOptions.seed})")
     p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
     add_json_flag(p)
     p.set_defaults(func=_fit)
+
+    s = sub.add_parser("lrscan", help="learning-rate scan: per shape, the best lr and what an lr rule costs",
+                       description="Per (depth, width, seed): test loss vs ln(lr) through a parabola, its "
+                                   "optimum, and the loss at lr = c / d_model^power (fits.lrscan).")
+    s.add_argument("--results", required=True, help="results directory of runs that differ in train.lr")
+    s.add_argument("--rule-c", default="0.4", help="c of the rule lr = c / d_model^power (default 0.4)")
+    s.add_argument("--rule-power", default="1", help="power of the rule (default 1: lr ∝ 1/width)")
+    add_json_flag(s)
+    s.set_defaults(func=_lrscan)
 
     q = sub.add_parser("query", help="optimal depth/width for a budget, transition size, shape verdict",
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
@@ -105,6 +116,16 @@ def _parse_shape(text: str) -> tuple[float, float]:
         raise UserError(f"shape {text!r} must look like LxD, e.g. 96x12288")
     L, d = t.split("x")
     return parse_count(L, name="shape depth"), parse_count(d, name="shape width")
+
+
+def _positive(text: str, name: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise UserError(f"{name} must be a number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise UserError(f"{name} must be a positive number, got {text!r}")
+    return v
 
 
 def _parse_fraction(text: str, name: str) -> float:
@@ -196,14 +217,33 @@ def _fit(args: argparse.Namespace) -> int:
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"
     write_json_atomic(out, fit)
+    # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out)}, _fit_text(fit, out))
-    if fit["status"] != "ok":
-        raise UserError(f"only {len(fit['points'])} depth pair(s) cross inside the measured range (need 2): "
-                        f"wrote {out} with status 'insufficient'")
+    return 0
+
+
+def _lrscan(args: argparse.Namespace) -> int:
+    from depthwidth.fits.lrscan import load_scan
+
+    c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
+    rows = load_scan(args.results, c, power)
+    lines = [f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
+             f"{'rule lr':>8} {'regret':>7}"]
+    for r in rows:
+        pts = "  ".join(f"{lr:.3g}:{y:.4f}" for lr, y in zip(r["lrs"], r["losses"]))
+        best = r["lr_opt"] if r["lr_opt"] is not None else r["best_scanned"]["lr"]
+        regret = f"{r['regret']:+.4f}" if r["regret"] is not None else "outside"
+        lines.append(f"{r['n_layer']:>2} {r['d_model']:>4} {format_count(r['N']):>6} {r['seed']:>4}  {pts:<46} "
+                     f"{best:>8.3g}{'' if r['lr_opt'] is not None else '*'} {r['rule_lr']:>8.3g} {regret:>7}")
+    lines.append(f"rule lr = {c:g} / d_model^{power:g}; best lr: the parabola's vertex in ln lr, * = the best "
+                 "scanned lr (vertex outside the scan); regret: loss at the rule's lr minus the best (nats/token)")
+    emit(args, {"rule": {"c": c, "power": power}, "shapes": rows}, "\n".join(lines))
     return 0
 
 
 def _fit_text(fit: dict[str, Any], out) -> str:
+    from depthwidth.fits.transitions import format_interval
+
     t = fit["table"]
     lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
              f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"]
@@ -215,10 +255,12 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     lines.append(f"transition points ({o['pairs']} pairs, curve {o['curve']}, depth assigned: {o['assign']}, "
                  f"bootstrap {o['bootstrap']}, residuals {o['resample']}):")
     rows = []
-    for p in sorted(fit["points"] + fit["no_crossing"], key=lambda p: (p["L_s"], p["L_d"])):
+    for p in sorted(fit["points"] + fit.get("not_fitted", []) + fit["no_crossing"], key=lambda p: (p["L_s"], p["L_d"])):
         ci = p["N_star_ci95"]
-        rows.append([f"({p['L_s']},{p['L_d']})", p["status"], format_count(p["N_star"]),
-                     f"[{format_count(ci[0])}, {format_count(ci[1])}]" if ci else "-",
+        status = p["status"] + ("" if p.get("fitted", True) or p["status"] not in ("crossing", "multiple")
+                                else " (not fitted)")
+        rows.append([f"({p['L_s']},{p['L_d']})", status, format_count(p["N_star"]),
+                     format_interval(ci, p.get("ci95_open"), p.get("N_range")),
                      f"{p['L']:.2f}", f"{p['d_x']:.1f}" if p["d_x"] else "-",
                      f"{p['sigma_ln_d_x']:.3f}" if p["sigma_ln_d_x"] else "-",
                      f"{p['bootstrap_fraction']:.0%}" if p["bootstrap_fraction"] is not None else "-"])
@@ -234,6 +276,17 @@ def _fit_text(fit: dict[str, Any], out) -> str:
                          f"R^2 {law['r2']:.4f} (weighted), {law['r2_unweighted']:.4f} (unweighted)")
         else:
             lines.append("     2 points: the exact line through them (dof 0, no chi2 or R^2)")
+        v = law.get("b_vs")
+        if v:
+            lines.append(f"     b's 95% interval [{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] "
+                         f"{'contains' if v['paper_inside'] else 'excludes'} the paper's {v['paper']} and "
+                         f"{'contains' if v['theory_inside'] else 'excludes'} the theory's ln 3 = {v['theory_ln3']:.4f}")
+    else:
+        lines.append(f"law: none (status {fit['status']}: fewer than 2 transition points cross in >= "
+                     f"{o.get('min_fraction', 0.95):.0%} of bootstrap replicates)")
+    for conv, lw in (fit.get("by_assign") or {}).items():
+        lines.append(f"  depth assigned {conv:<7}: " + (f"a = {lw['a']:.4f}, b = {lw['b']:.4f} "
+                     f"[{lw['ci95']['b'][0]:.4f}, {lw['ci95']['b'][1]:.4f}]" if lw else "no law"))
     for w in fit["warnings"]:
         lines.append(f"warning: {w}")
     lines.append(f"wrote {out}")

@@ -12,14 +12,16 @@ of (a, b) is (JᵀWJ)⁻¹ from those errors alone, not rescaled by the residual
 
 Number of points: n >= 3 is a fit with χ²; n = 2 is the exact line through both points, its
 covariance still propagated from their errors, with dof = 0 and chi2/chi2_red/r2 null;
-n < 2 raises :class:`InsufficientPoints` (the CLI then writes a fit file with status
-"insufficient" listing the transitions found, and exits 2). Points whose bootstrap error is zero
+n < 2 raises :class:`InsufficientPoints` (:func:`build_fit` instead returns a fit file with
+status "insufficient" listing the transitions found; the CLI writes it and exits 0: too few
+crossings is a result, not bad input). Points whose bootstrap error is zero
 or undefined (a single seed per cell, or fewer than 2 bootstrap replicates with a crossing)
 cannot be weighted: UserError, asking for more seeds or ``--resample pooled+widths``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -30,8 +32,8 @@ import numpy as np
 from depthwidth import __version__
 from depthwidth.errors import UserError
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
-from depthwidth.fits.options import FitOptions
-from depthwidth.fits.transitions import USABLE, TransitionPoint, compute_transitions
+from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
+from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
@@ -58,16 +60,20 @@ def _line(L, a, b):
     return a + b * L
 
 
-def fit_law(L, y, sigma) -> LawFit:
+def fit_law(L, y, sigma, *, absolute: bool = True) -> LawFit:
     """Weighted least-squares line y = a + b·L.
 
     L: assigned depths (layers), y: ln d_x, sigma: standard errors of y, all shape (n,).
+    ``absolute=False`` (the degenerate bootstrap of :func:`build_fit`): sigma is ignored, the
+    line is unweighted and its covariance comes from the residual scatter (needs n >= 3).
     Raises InsufficientPoints if n < 2, UserError if sigma has non-positive/non-finite entries
     or all L are equal.
     """
     from scipy.optimize import curve_fit
 
     L, y, sigma = (np.asarray(v, dtype=float) for v in (L, y, sigma))
+    if not absolute:
+        sigma = np.ones_like(L)
     n = len(L)
     if n < 2:
         raise InsufficientPoints(f"need at least 2 transition points to fit ln d_x = a + b*L, found {n}")
@@ -79,7 +85,7 @@ def fit_law(L, y, sigma) -> LawFit:
     w = 1.0 / sigma**2
     # Weighted-mean starting point; the model is linear, so curve_fit converges to the exact WLS.
     p0 = (float(np.average(y, weights=w)), 0.0)
-    popt, pcov = curve_fit(_line, L, y, p0=p0, sigma=sigma, absolute_sigma=True)
+    popt, pcov = curve_fit(_line, L, y, p0=p0, sigma=sigma, absolute_sigma=absolute)
     a, b = float(popt[0]), float(popt[1])
     resid = y - _line(L, a, b)
     dof = n - 2
@@ -127,51 +133,106 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
             "ci95": {"a": np.quantile(a, [0.025, 0.975]).tolist(), "b": np.quantile(b, [0.025, 0.975]).tolist()}}
 
 
-def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
-              bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
-              seed: int = FitOptions.seed) -> dict[str, Any]:
-    """Transitions + law for a results table, as the fit-file dict (format in fits.law).
+THEORY_SLOPE = math.log(3.0)  # ln d_x = ln 3 · L at the threshold L = log_3 d_x (DESIGN §1.3)
+PAPER_SLOPE = 0.0555  # Levine et al. 2020 v3, the fitted b (fits.law.LEVINE2020)
+ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (curve_fit absolute_sigma=True); "
+                    "cov_scaled: cov * max(1, chi2_red) (Birge ratio); bootstrap.cov: the line refitted on "
+                    "every replicate in which all fitted pairs cross")
 
-    Status "ok" with a law when at least 2 pairs have a crossing; otherwise status
-    "insufficient" and law null (no exception: the caller decides; the CLI exits 2).
-    Raises UserError for bad options or unweightable points.
-    """
-    points, boot = compute_transitions(table, pairs=pairs, assign=assign, bootstrap=bootstrap,
-                                       resample=resample, seed=seed)
-    idx = [i for i, p in enumerate(points) if p.status in USABLE]
-    used = [points[i] for i in idx]
-    warnings = []
+
+def _warnings(points: list[TransitionPoint], table) -> list[str]:
+    out = []
     for p in points:
         where = f"pair ({p.L_s}, {p.L_d})"
         if p.status == "multiple":
-            warnings.append(f"{where}: several crossings, N* taken as the last down-crossing")
-        if p.status in USABLE and p.bootstrap_fraction is not None and p.bootstrap_fraction < 0.9:
-            warnings.append(f"{where}: only {p.bootstrap_fraction:.0%} of bootstrap replicates cross "
-                            "inside the measured range; its error is underestimated")
+            out.append(f"{where}: several crossings, N* taken as the last down-crossing")
+        if p.status in USABLE and not p.fitted and p.bootstrap_fraction is not None \
+                and p.bootstrap_fraction >= MIN_FRACTION and not p.sigma_ln_d_x:
+            out.append(f"{where}: zero or undefined bootstrap error (one seed per cell?): add seeds or use "
+                       "--resample pooled+widths; reported, not fitted")
+        elif p.status in USABLE and not p.fitted:
+            out.append(f"{where}: crosses in only {p.bootstrap_fraction:.0%} of bootstrap replicates "
+                       f"({p.bootstrap_above} above, {p.bootstrap_below} below the range): reported, not fitted")
         if p.status not in USABLE:
-            warnings.append(f"{where}: {p.status} ({p.meaning})")
+            out.append(f"{where}: {p.status} ({p.meaning})")
     n_single = int((table.cells["n_seeds"] < 2).sum())
     if n_single:
-        warnings.append(f"{n_single} (depth, width) cell(s) have one seed: no seed spread to resample there")
+        out.append(f"{n_single} (depth, width) cell(s) have one seed: no seed spread to resample there")
+    return out
+
+
+def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | None:
+    """The WLS law of the fitted points (None when fewer than 2), with its bootstrap refit and
+    the comparison of b with the theory's ln 3 and the paper's 0.0555."""
+    idx = [i for i, p in enumerate(points) if p.fitted]
+    if len(idx) < 2 or len({points[i].L for i in idx}) < 2:
+        return None
+    used = [points[i] for i in idx]
+    sigma = np.array([p.sigma_ln_d_x for p in used])
+    degenerate = bool(np.all(sigma == 0))
+    if degenerate and len(used) < 3:
+        return None
+    law = fit_law([p.L for p in used], [p.ln_d_x for p in used], sigma, absolute=not degenerate).to_dict()
+    law["bootstrap"] = None if degenerate else _bootstrap_law(used, boot[:, idx], sigma)
+    law["degenerate_bootstrap"] = degenerate
+    lo, hi = law["ci95"]["b"]
+    law["b_vs"] = {"theory_ln3": THEORY_SLOPE, "paper": PAPER_SLOPE, "b_ci95": [lo, hi],
+                   "theory_inside": bool(lo <= THEORY_SLOPE <= hi), "paper_inside": bool(lo <= PAPER_SLOPE <= hi)}
+    law["error_convention"] = (ERROR_CONVENTION if not degenerate else
+                               "degenerate bootstrap (every point has zero error: the seeds' paired differences "
+                               "agree exactly): unweighted line, cov from the residual scatter")
+    return law
+
+
+def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
+              bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
+              seed: int = FitOptions.seed, conventions: bool = True) -> dict[str, Any]:
+    """Transitions + law for a results table, as the fit-file dict (format in fits.law).
+
+    Status "ok" with a law when at least 2 points are fitted (a crossing in >= 95% of the
+    bootstrap replicates, options.MIN_FRACTION, and a finite error); otherwise status
+    "insufficient" and law null (no exception: a result, not bad input). With ``conventions``
+    the law is refitted under every depth-assignment convention (``by_assign``: the same
+    replicates, only the depth given to each point changes). Raises UserError for bad options.
+    """
+    points, boot = compute_transitions(table, pairs=pairs, assign=assign, bootstrap=bootstrap,
+                                       resample=resample, seed=seed)
+    cand = [p for p in points if p.fitted]
+    zero = [p for p in cand if p.sigma_ln_d_x == 0]
+    # A zero error cannot be weighted: with other points it is dropped; if every point has one
+    # the bootstrap is degenerate and _law fits an unweighted line (3+ points) or nothing.
+    if zero and (len(zero) < len(cand) or len(cand) < 3):
+        for p in zero:
+            p.fitted = False
     out: dict[str, Any] = {
         "format": FIT_FORMAT,
         "version": FIT_VERSION,
         "status": "insufficient",
         "law": None,
-        "points": [p.to_dict() for p in used],
+        "points": [p.to_dict() for p in points if p.fitted],
+        "not_fitted": [p.to_dict() for p in points if p.status in USABLE and not p.fitted],
         "no_crossing": [p.to_dict() for p in points if p.status not in USABLE],
         "options": {"pairs": pairs, "assign": assign, "curve": "pchip-lnN", "bootstrap": bootstrap,
-                    "resample": resample, "seed": seed, "n_param": "kaplan 12*L*d^2"},
+                    "resample": resample, "seed": seed, "n_param": "kaplan 12*L*d^2",
+                    "min_fraction": MIN_FRACTION},
         "table": table.summary(),
-        "warnings": warnings,
+        "warnings": _warnings(points, table),
         "depthwidth_version": __version__,
     }
-    if len(used) < 2:
-        return out
-    sigma = np.array([p.sigma_ln_d_x if p.sigma_ln_d_x is not None else math.nan for p in used])
-    lf = fit_law([p.L for p in used], [p.ln_d_x for p in used], sigma)
-    law = lf.to_dict()
-    law["bootstrap"] = _bootstrap_law(used, boot[:, idx], sigma)
-    out["status"] = "ok"
-    out["law"] = law
+    law = _law(points, boot)
+    if law is not None:
+        out["status"], out["law"] = "ok", law
+        if law["degenerate_bootstrap"]:
+            out["warnings"].append("degenerate bootstrap: every point has zero error (the seeds' paired differences "
+                                   "agree exactly); the law is an unweighted line with errors from its scatter")
+    if conventions:
+        by = {}
+        for conv in ASSIGN:
+            moved = [dataclasses.replace(p, assign=conv, L=assigned_depth(p.L_s, p.L_d, conv),
+                                         ln_d_x=None if p.ln_N_star is None else
+                                         0.5 * (p.ln_N_star - math.log(12.0 * assigned_depth(p.L_s, p.L_d, conv))))
+                     for p in points]
+            lw = _law(moved, boot)
+            by[conv] = None if lw is None else {k: lw[k] for k in ("a", "b", "ci95", "chi2_red", "dof", "r2", "b_vs")}
+        out["by_assign"] = by
     return out

@@ -15,7 +15,8 @@ from depthwidth.errors import UserError
 
 PAIRS = ("doubling", "adjacent")  # which depth pairs (fits.transitions.select_pairs)
 ASSIGN = ("geom", "arith", "shallow", "deep")  # the depth a transition stands for (assigned_depth)
-RESAMPLE = ("pooled", "seeds", "pooled+widths", "seeds+widths")  # what the bootstrap redraws
+RESAMPLE = ("paired", "pooled", "seeds", "pooled+widths", "seeds+widths")  # what the bootstrap redraws
+MIN_FRACTION = 0.95  # share of bootstrap replicates that must cross for a point to be fitted
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,14 @@ class FitOptions:
     """How transitions and the law are fitted (meanings in :mod:`depthwidth.fits.transitions`).
 
     pairs: "doubling" (L, 2L) or "adjacent"; assign: depth of a transition point, "geom"
-    sqrt(Ls·Ld), "arith", "shallow" or "deep"; bootstrap: replicates (>= 2); resample: where
-    bootstrap residuals come from, "pooled" (all widths of a depth) or "seeds" (the cell's
-    own), "+widths" to also redraw widths; seed: the bootstrap's random seed.
+    sqrt(Ls·Ld), "arith", "shallow" or "deep"; bootstrap: replicates (>= 2); resample: what the
+    bootstrap redraws, "paired" (the same seeds for every cell, plus the test-set chunks when
+    recorded), or residuals from "pooled" (all widths of a depth) or "seeds" (the cell's own),
+    "+widths" to also redraw widths; seed: the bootstrap's random seed.
+
+    Not an option here: :func:`depthwidth.fits.lawfit.build_fit`'s ``conventions`` (refit the
+    law under every depth-assignment convention, default True; no CLI flag), and the fraction
+    of replicates a point must cross in to be fitted, :data:`MIN_FRACTION` (a constant).
 
     Raises UserError (naming the CLI flag) for a value outside these, at construction, so a
     bad option fails before any training or loading.
@@ -34,7 +40,7 @@ class FitOptions:
     pairs: str = "doubling"
     assign: str = "geom"
     bootstrap: int = 1000
-    resample: str = "pooled"
+    resample: str = "paired"
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -32,7 +32,7 @@ from depthwidth.records import TRAIN, iter_records, kind_of
 from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
-               "N", "N_exact", "N_embedding", "tokens", "steps", "context"]
+               "N", "N_exact", "N_embedding", "tokens", "steps", "context", "chunks"]
 CELL_COLUMNS = ["n_layer", "d_model", "N", "N_exact", "ln_N", "n_seeds", "mean", "std", "sem",
                 "min", "max", "seeds"]
 
@@ -43,8 +43,10 @@ class ResultsTable:
     used runs (CELL_COLUMNS: mean/std/sem of test_loss in nats/token, std with ddof=1 and NaN
     for one seed, sem = std/sqrt(n)); excluded: records not used, with ``reason``; unfinished:
     run ids whose directory has no record.json; losses: per cell, the used seeds' test losses
-    as a float list (what the bootstrap resamples); other_kinds: run id -> kind of the records
-    that are not training runs (not in the table)."""
+    as a float list (what the bootstrap resamples), in the order of the cell's ``seeds``;
+    chunks: per cell, the used seeds' ``test_loss_chunks`` (a list per seed, same order), or None
+    when any of its records lacks them (records made before they existed); other_kinds: run id ->
+    kind of the records that are not training runs (not in the table)."""
 
     results: str
     runs: pd.DataFrame
@@ -52,6 +54,7 @@ class ResultsTable:
     excluded: pd.DataFrame
     unfinished: list[str]
     losses: dict[tuple[int, int], list[float]]
+    chunks: dict[tuple[int, int], list[list[float]] | None] | None = None
     other_kinds: dict[str, str] = field(default_factory=dict)
 
     def depths(self) -> list[int]:
@@ -116,6 +119,7 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
         "N": float(N), "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
         "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config"), source),
+        "chunks": rec.get("test_loss_chunks"),
     }
 
 
@@ -144,7 +148,9 @@ def load_table(results: str | Path) -> ResultsTable:
 
     cells_rows = []
     losses: dict[tuple[int, int], list[float]] = {}
+    chunks: dict[tuple[int, int], list[list[float]] | None] = {}
     for (L, d), g in used.groupby(["n_layer", "d_model"], sort=True):
+        g = g.sort_values("seed")
         if g["context"].nunique() > 1:
             raise UserError(f"cell L={L} d={d} mixes runs with different configurations besides the seed "
                             f"({', '.join(g['run_id'])}); split the results directory")
@@ -154,6 +160,9 @@ def load_table(results: str | Path) -> ResultsTable:
         n = len(y)
         std = float(y.std(ddof=1)) if n > 1 else math.nan
         losses[(int(L), int(d))] = [float(v) for v in y]
+        ch = list(g["chunks"])
+        ok = all(isinstance(c, list) and c and len(c) == len(ch[0]) for c in ch)
+        chunks[(int(L), int(d))] = [[float(v) for v in c] for c in ch] if ok else None
         cells_rows.append({
             "n_layer": int(L), "d_model": int(d), "N": float(g["N"].iloc[0]),
             "N_exact": _plain(g["N_exact"].iloc[0]), "ln_N": math.log(float(g["N"].iloc[0])),
@@ -163,5 +172,5 @@ def load_table(results: str | Path) -> ResultsTable:
         })
     cells = pd.DataFrame(cells_rows, columns=CELL_COLUMNS)
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
-                        unfinished=unfinished, losses=losses,
+                        unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN})

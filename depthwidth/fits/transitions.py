@@ -36,24 +36,44 @@ found with ``PPoly.roots``. Sign changes classify the pair (``status``):
 
 Uncertainty
 -----------
-Bootstrap with a fixed seed. Each replicate redraws every (depth, width) cell's mean as the
+Bootstrap with a fixed seed. ``paired`` (the default) resamples what the runs share: a seed fixes
+the initialisation and the batch order of *every* shape, so one replicate draws n seeds with
+replacement (n = the number of seeds) and uses that same draw in every cell, each cell's mean
+becoming its measured mean plus the mean of its drawn seeds' residuals (rescaled by
+sqrt(n/(n-1)), as below). When every run records ``test_loss_chunks`` (32 consecutive groups
+of its test sequences), the replicate also redraws the 32 groups with replacement, the same
+groups for every run, and shifts each run's loss by the mean of the drawn groups minus the mean
+of all groups: the evaluation set's share of the uncertainty. Paired differences between depths
+are far less noisy than unpaired ones (the CPU audit: per-seed spread of Δ 0.0046 paired vs
+0.013 unpaired), and this is what the paired draw preserves.
+
+The older, unpaired modes: each replicate redraws every (depth, width) cell's mean as the
 measured mean plus the mean of n draws with replacement (n = the cell's seed count) from seed
 residuals (deviations from the cell means, rescaled by sqrt(n/(n-1)) to undo the plain
 bootstrap's small-sample bias), then recomputes the curves and N*. ``resample`` says where the
 residuals come from:
 
-    pooled (default)  all cells of the same depth (noise assumed alike across widths of a depth)
+    pooled            all cells of the same depth (noise assumed alike across widths of a depth)
     seeds             the cell's own seeds only (the literal seed bootstrap)
     ...+widths        also redraw each depth's set of widths with replacement (distinct ones kept)
 
-Default pooled because with the 3 seeds per cell of Levine et al. a cell's own spread has 2
-degrees of freedom and the per-point errors swing by factors of several between realizations.
-Measured on 60 realizations of the synthetic sweep (depths 2..32, 3 seeds, 200 replicates):
+Pooled was the default before paired: with the 3 seeds per cell of Levine et al. a cell's own
+spread has 2 degrees of freedom and the per-point errors swing by factors of several between
+realizations. Measured on 60 realizations of the synthetic sweep (depths 2..32, 3 seeds, 200 replicates):
 the mean bootstrap sigma matched the true spread of ln N* to within 5% for pooled (0.95–1.04)
 and the law's 95% intervals covered the true a and b in 95% of cases; with ``seeds`` the
-coverage was 87%. The reported sigma of ln N* is the standard deviation over replicates that
-have a crossing (their share is ``bootstrap_fraction``); the 95% interval is their 2.5–97.5
-percentiles. Replicates are shared across pairs (same redrawn cells), so a whole-law bootstrap
+coverage was 87%.
+
+Replicates without a crossing are counted, not dropped: one whose deeper curve is worse on the
+whole overlap stands for N* above the range (+∞), better throughout for N* below it (−∞), any
+other outcome (reversed, several crossings in the wrong order) for "undefined" and counts
+against the point. The 95% interval is the 2.5–97.5 percentiles of that extended sample; a
+bound at ±∞ is reported as open (``N_star_ci95`` holds null there and ``ci95_open`` says
+which side). The point's error ``sigma_ln_N_star`` is half the 16–84 percentile range of the
+same sample (the standard deviation for a normal distribution, robust to the tails), null
+when that range is unbounded. ``bootstrap_fraction`` is the share of replicates with a
+crossing; a point below :data:`MIN_FRACTION` (95%) is reported but not fitted.
+Replicates are shared across pairs (same redrawn cells), so a whole-law bootstrap
 can refit them (see lawfit).
 
 Depth assigned to a point
@@ -83,7 +103,7 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
-from depthwidth.fits.options import ASSIGN, PAIRS, RESAMPLE, FitOptions
+from depthwidth.fits.options import ASSIGN, MIN_FRACTION, PAIRS, RESAMPLE, FitOptions
 
 USABLE = ("crossing", "multiple")  # statuses with an N*
 
@@ -176,7 +196,13 @@ class TransitionPoint:
     """One depth pair's transition. Units: N in parameters (Kaplan 12·L·d²), widths in units of
     d_model, ln natural. Fields without a crossing are None. ``L`` is the assigned depth;
     ``d_x`` = sqrt(N*/(12·L)) and ``ln_d_x``/``sigma_ln_d_x`` are what the law fits;
-    ``d_x_shallow``/``d_x_deep`` are the widths of the two depths at N*."""
+    ``d_x_shallow``/``d_x_deep`` are the widths of the two depths at N*. bootstrap_above /
+    bootstrap_below: replicates with N* above / below the measured range (no crossing);
+    ci95_open: "above"/"below"/"both" when a bound of the 95% interval is open (N* beyond the
+    measured range: the bound is null), "entirely_above"/"entirely_below" when the whole interval
+    lies beyond that end of the range (both bounds null); fitted: whether
+    the law uses the point (a crossing in >= MIN_FRACTION of replicates and a finite error; a zero
+    error is resolved by :func:`depthwidth.fits.lawfit.build_fit`)."""
 
     L_s: int
     L_d: int
@@ -198,6 +224,10 @@ class TransitionPoint:
     bootstrap_replicates: int = 0
     bootstrap_with_crossing: int = 0
     bootstrap_fraction: float | None = None
+    bootstrap_above: int = 0
+    bootstrap_below: int = 0
+    ci95_open: str | None = None
+    fitted: bool = False
     meaning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -216,13 +246,19 @@ _MEANING = {
 
 
 class _DepthData:
-    """Per depth: cells sorted by ln N, with their seeds' losses (what the bootstrap resamples)."""
+    """Per depth: cells sorted by ln N, with their seeds' losses (what the bootstrap resamples),
+    the seeds (in the losses' order) and, when recorded, each seed's test-chunk losses."""
 
     def __init__(self, table, depth: int):
         c = table.cells[table.cells["n_layer"] == depth].sort_values("ln_N")
         self.x = c["ln_N"].to_numpy(dtype=float)
         self.y = c["mean"].to_numpy(dtype=float)
         self.losses = [np.asarray(table.losses[(depth, int(d))], dtype=float) for d in c["d_model"]]
+        self.seeds = [list(sd) if "seeds" in c else list(range(len(y)))
+                      for sd, y in zip(c["seeds"] if "seeds" in c else [None] * len(c), self.losses)]
+        chunks = getattr(table, "chunks", None) or {}
+        ch = [chunks.get((depth, int(d))) for d in c["d_model"]]
+        self.chunks = [np.asarray(v, dtype=float) if v is not None else None for v in ch]
 
 
 def _residuals(y: np.ndarray) -> np.ndarray:
@@ -254,9 +290,102 @@ def bootstrap_means(data: dict[int, _DepthData], B: int, rng: np.random.Generato
     return out
 
 
+def paired_bootstrap_means(data: dict[int, _DepthData], B: int, rng: np.random.Generator) -> dict[int, np.ndarray]:
+    """Per depth an array (B, n_widths) of seed-paired bootstrap cell means (module docstring).
+
+    Replicate r draws n seeds with replacement from the union of the n seeds (the same draw for
+    every cell) and, when every cell has test-chunk losses of one length K, K chunk indices (the
+    same for every run). With w_s the share of the cell's drawn seeds that are s, the cell's mean
+    becomes ȳ + Σ_s w_s·[sqrt(n_c/(n_c-1))·(y_s - ȳ) + (mean of s's drawn chunks - mean of its
+    chunks)]. A cell none of whose seeds was drawn weights its seeds equally; a cell with one
+    seed moves by the chunk term only.
+    """
+    seeds = sorted({s for dd in data.values() for sd in dd.seeds for s in sd})
+    seed_draw = np.asarray(seeds)[rng.integers(0, len(seeds), size=(B, len(seeds)))]
+    chunks = [c for dd in data.values() for c in dd.chunks]
+    chunk_draw = None
+    if chunks and all(c is not None for c in chunks) and len({c.shape[1] for c in chunks}) == 1:
+        K = chunks[0].shape[1]
+        chunk_draw = rng.integers(0, K, size=(B, K))
+    out = {}
+    for L, dd in data.items():
+        cols = []
+        for y, sd, ch in zip(dd.losses, dd.seeds, dd.chunks):
+            nc = len(y)
+            term = np.tile(math.sqrt(nc / (nc - 1)) * (y - y.mean()) if nc > 1 else np.zeros(nc), (B, 1))
+            if chunk_draw is not None:
+                term = term + (ch[:, chunk_draw].mean(axis=2).T - ch.mean(axis=1)[None, :])
+            counts = np.stack([(seed_draw == s).sum(axis=1) for s in sd], axis=1).astype(float)
+            counts[counts.sum(axis=1) == 0] = 1.0
+            w = counts / counts.sum(axis=1, keepdims=True)
+            cols.append(y.mean() + (w * term).sum(axis=1))
+        out[L] = np.stack(cols, axis=1) if cols else np.empty((B, 0))
+    return out
+
+
 def bootstrap_widths(data: dict[int, _DepthData], B: int, rng: np.random.Generator) -> dict[int, list[np.ndarray]]:
     """Per depth, B sorted index arrays of the distinct widths drawn with replacement."""
     return {L: [np.unique(rng.integers(0, len(dd.x), size=len(dd.x))) for _ in range(B)] for L, dd in data.items()}
+
+
+def format_interval(ci: list | None, open_side: str | None, N_range: list | None) -> str:
+    """A point's 95% interval of N* as text, bounds beyond the measured range as '< lo' / '> hi'
+    (``ci95_open`` of :class:`TransitionPoint`); '-' without an interval."""
+    from depthwidth.units import format_count
+
+    if not ci:
+        return "-"
+    lo_r, hi_r = (format_count(v) for v in N_range) if N_range else ("range", "range")
+    if open_side == "entirely_above":
+        return f"> {hi_r}"
+    if open_side == "entirely_below":
+        return f"< {lo_r}"
+    lo = format_count(ci[0]) if ci[0] is not None else f"< {lo_r}"
+    hi = format_count(ci[1]) if ci[1] is not None else f"> {hi_r}"
+    return f"[{lo}, {hi}]"
+
+
+_SIDE = {"deeper_worse_throughout": math.inf, "deeper_better_throughout": -math.inf}
+
+
+def _summarise(tp: TransitionPoint, x: float | None, xb: np.ndarray, Ls: int, Ld: int) -> None:
+    """Fill the point's estimate and its bootstrap statistics (module docstring) in place.
+
+    x: ln N* of the measured means (None without a crossing); xb: the replicates' ln N*
+    (+-inf: above/below the range, NaN: undefined)."""
+    B = len(xb)
+    tp.bootstrap_replicates = B
+    crossing = np.isfinite(xb)
+    tp.bootstrap_with_crossing = int(crossing.sum())
+    tp.bootstrap_fraction = tp.bootstrap_with_crossing / B
+    tp.bootstrap_above, tp.bootstrap_below = int(np.sum(xb == math.inf)), int(np.sum(xb == -math.inf))
+    # Undefined replicates (NaN) cannot be placed on either side: they count against the
+    # fraction and are left out of the quantiles. The interval is reported even when the
+    # measured means do not cross (then it is usually open on one side).
+    ext = np.sort(xb[~np.isnan(xb)])
+    if ext.size >= 2:
+        q = np.quantile(ext, [0.025, 0.16, 0.84, 0.975], method="inverted_cdf")
+        lo = math.exp(q[0]) if np.isfinite(q[0]) else None
+        hi = math.exp(q[3]) if np.isfinite(q[3]) else None
+        tp.N_star_ci95 = [lo, hi]
+        if q[0] == math.inf or q[3] == -math.inf:  # the whole interval lies beyond one end
+            tp.ci95_open = "entirely_above" if q[0] == math.inf else "entirely_below"
+        else:
+            tp.ci95_open = None if lo and hi else "both" if not lo and not hi else "below" if not lo else "above"
+    if x is None:
+        return
+    Lp = tp.L
+    tp.N_star, tp.ln_N_star = math.exp(x), x
+    tp.d_x = math.sqrt(math.exp(x) / (12.0 * Lp))
+    tp.ln_d_x = 0.5 * (x - math.log(12.0 * Lp))
+    tp.d_x_shallow = math.sqrt(math.exp(x) / (12.0 * Ls))
+    tp.d_x_deep = math.sqrt(math.exp(x) / (12.0 * Ld))
+    if ext.size >= 2 and np.all(np.isfinite(q[1:3])):
+        half = 0.5 * float(q[2] - q[1])
+        # Replicates equal to rounding (one seed per cell, nothing resampled) carry no error.
+        tp.sigma_ln_N_star = half if half > 1e-12 * max(1.0, abs(x)) else 0.0
+        tp.sigma_ln_d_x = 0.5 * tp.sigma_ln_N_star  # ln d_x = (ln N* - ln 12L)/2 with L fixed
+    tp.fitted = tp.status in USABLE and tp.bootstrap_fraction >= MIN_FRACTION and tp.sigma_ln_d_x is not None
 
 
 def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
@@ -266,7 +395,8 @@ def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = F
     selected depth pairs, with bootstrap uncertainties.
 
     Returns (points, boot) where boot has shape (bootstrap, n_pairs): ln N* per replicate and
-    pair (NaN without a crossing), replicates shared across pairs. Raises UserError for unknown
+    pair (+inf / -inf when the replicate has N* above / below the measured range, NaN for any
+    other outcome without a crossing), replicates shared across pairs. Raises UserError for unknown
     options, bootstrap < 2, or when fewer than 2 depths / no pair is available.
     """
     if resample not in RESAMPLE:
@@ -282,7 +412,10 @@ def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = F
     used = sorted({L for p in pair_list for L in p})
     data = {L: _DepthData(table, L) for L in used}
     rng = np.random.default_rng(seed)
-    means = bootstrap_means(data, bootstrap, rng, pooled=resample.startswith("pooled"))
+    if resample == "paired":
+        means = paired_bootstrap_means(data, bootstrap, rng)
+    else:
+        means = bootstrap_means(data, bootstrap, rng, pooled=resample.startswith("pooled"))
     widths = bootstrap_widths(data, bootstrap, rng) if resample.endswith("+widths") else None
 
     points: list[TransitionPoint] = []
@@ -301,29 +434,7 @@ def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = F
             else:
                 ks, kd = widths[Ls][r], widths[Ld][r]
             cr = find_crossing(s.x[ks], means[Ls][r, ks], d.x[kd], means[Ld][r, kd])
-            if cr.x_star is not None:
-                boot[r, j] = cr.x_star
-        tp.bootstrap_replicates = bootstrap
-        if c.x_star is not None:
-            xs = boot[:, j][np.isfinite(boot[:, j])]
-            x = c.x_star
-            tp.N_star, tp.ln_N_star = math.exp(x), x
-            tp.d_x = math.sqrt(math.exp(x) / (12.0 * Lp))
-            tp.ln_d_x = 0.5 * (x - math.log(12.0 * Lp))
-            tp.d_x_shallow = math.sqrt(math.exp(x) / (12.0 * Ls))
-            tp.d_x_deep = math.sqrt(math.exp(x) / (12.0 * Ld))
-            tp.bootstrap_with_crossing = int(xs.size)
-            tp.bootstrap_fraction = xs.size / bootstrap
-            if xs.size >= 2:
-                # Replicates that all agree to rounding (one seed per cell, nothing resampled)
-                # carry no error: np.std of equal floats can come out 1e-17, not 0.
-                sd = float(np.std(xs, ddof=1)) if np.ptp(xs) > 1e-12 * max(1.0, abs(float(np.mean(xs)))) else 0.0
-                tp.sigma_ln_N_star = sd
-                tp.sigma_ln_d_x = 0.5 * sd  # ln d_x = (ln N* - ln 12L)/2 with L fixed
-                lo, hi = np.quantile(xs, [0.025, 0.975])
-                tp.N_star_ci95 = [math.exp(lo), math.exp(hi)]
-        else:
-            tp.bootstrap_with_crossing = int(np.isfinite(boot[:, j]).sum())
-            tp.bootstrap_fraction = tp.bootstrap_with_crossing / bootstrap
+            boot[r, j] = cr.x_star if cr.x_star is not None else _SIDE.get(cr.status, np.nan)
+        _summarise(tp, c.x_star, boot[:, j], Ls, Ld)
         points.append(tp)
     return points, boot

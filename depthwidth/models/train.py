@@ -38,7 +38,7 @@ import optax
 
 from depthwidth import hostcpu, records
 from depthwidth.config import MeshConfig, RunConfig, from_dict
-from depthwidth.data.prepare import prepared_dir_for
+from depthwidth.data.prepare import meta_for_record, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
 from depthwidth.errors import UserError
 from depthwidth.models import perf
@@ -334,7 +334,7 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         tokens_per_s=tok_s, mfu=perf.mfu(tok_s, meter.flops_per_token, meter.peak) if tok_s else None,
         flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION, peak_flops_per_s=meter.peak,
         git_rev=_git_rev(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
-        host=hostcpu.host_info(), data=prepared.meta,
+        host=hostcpu.host_info(), data=meta_for_record(prepared.meta),
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 

@@ -105,5 +105,6 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
     if fit is not None and fit.get("status") == "ok":
         law = law_from_fit_dict(fit, source)
     elif fit is not None:
-        notes.append(f"fit status {fit.get('status')!r}: fewer than 2 transition points, no law fitted")
+        notes.append(f"fit status {fit.get('status')!r}: fewer than 2 fitted transition points, no law")
+        notes += [w for w in fit.get("warnings") or [] if "not fitted" in w]
     return FigureInputs(table=table, fit=fit, fit_source=source, law=law, notes=notes, pairs=pairs)

@@ -71,11 +71,13 @@ def pair_rows(fit: dict[str, Any]) -> list[dict[str, Any]]:
 
     pub = levine2020()
     rows = []
-    for p in sorted(list(fit.get("points") or []) + list(fit.get("no_crossing") or []),
-                    key=lambda p: (p["L_s"], p["L_d"])):
+    for p in sorted(list(fit.get("points") or []) + list(fit.get("not_fitted") or [])
+                    + list(fit.get("no_crossing") or []), key=lambda p: (p["L_s"], p["L_d"])):
         crossed = p.get("N_star") is not None
         rows.append({
             "pair": [p["L_s"], p["L_d"]], "L": p["L"], "status": p["status"], "crossed": crossed,
+            "fitted": bool(p.get("fitted", crossed)), "bootstrap_fraction": p.get("bootstrap_fraction"),
+            "ci95_open": p.get("ci95_open"),
             "N_star": p.get("N_star"), "N_star_ci95": p.get("N_star_ci95"), "d_x": p.get("d_x"),
             "sigma_ln_d_x": p.get("sigma_ln_d_x"), "N_range": p.get("N_range"),
             "N_paper": transition_params(p["L"], pub), "d_x_paper": math.exp(pub.a + pub.b * p["L"]),
@@ -93,7 +95,8 @@ def corpus_summary(results: str, fit: dict[str, Any] | None, fit_error: str | No
         out.update(status=None, table=None, pairs=[], law=compare_law(None), warnings=[], options=None)
         return out
     out.update(status=fit["status"], table=fit.get("table"), pairs=pair_rows(fit), law=compare_law(fit.get("law")),
-               warnings=list(fit.get("warnings") or []), options=fit.get("options"))
+               warnings=list(fit.get("warnings") or []), options=fit.get("options"),
+               by_assign=fit.get("by_assign"))
     return out
 
 
@@ -118,12 +121,15 @@ def _law_lines(law: dict[str, Any]) -> list[str]:
 def _pair_line(r: dict[str, Any]) -> str:
     Ls, Ld = r["pair"]
     paper = f"paper's law: N ≈ {format_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
+    from depthwidth.fits.transitions import format_interval
+
+    cis = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])
     if r["crossed"]:
-        ci = r["N_star_ci95"]
-        cis = f" [{format_count(ci[0])}, {format_count(ci[1])}]" if ci else " (no interval)"
-        return (f"({Ls},{Ld}) crossed at N* = {format_count(r['N_star'])}{cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
-                f"{' (several crossings)' if r['status'] == 'multiple' else ''}; {paper}")
-    return f"({Ls},{Ld}) no crossing: {r['where']}; {paper}"
+        frac = r.get("bootstrap_fraction")
+        fitted = "" if r.get("fitted", True) else f" (crosses in {frac:.0%} of replicates: not fitted)"
+        return (f"({Ls},{Ld}) crossed at N* = {format_count(r['N_star'])} {cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
+                f"{' (several crossings)' if r['status'] == 'multiple' else ''}{fitted}; {paper}")
+    return f"({Ls},{Ld}) no crossing: {r['where']}, 95% interval {cis}; {paper}"
 
 
 def summary_text(s: dict[str, Any]) -> str:
@@ -145,6 +151,9 @@ def summary_text(s: dict[str, Any]) -> str:
             lines.append(f"  transitions ({o['pairs']} pairs, depth {o['assign']}, bootstrap {o['bootstrap']}):")
             lines += [f"    {_pair_line(r)}" for r in c["pairs"]]
         lines += [f"  {x}" for x in _law_lines(c["law"])]
+        for conv, lw in (c.get("by_assign") or {}).items():
+            lines.append(f"  law with depth assigned {conv}: " + (f"b = {lw['b']:.4f} [{lw['ci95']['b'][0]:.4f}, "
+                         f"{lw['ci95']['b'][1]:.4f}], a = {lw['a']:.3f}" if lw else "none"))
         if c["fit_path"]:
             lines.append(f"  fit: {c['fit_path']}")
         if c["figures"]:
@@ -172,11 +181,14 @@ def summary_markdown(s: dict[str, Any]) -> str:
         else:
             md += ["| pair | status | N* | 95% interval | d_x at L | paper's law N (d_x) |",
                    "|---|---|---|---|---|---|"]
+            from depthwidth.fits.transitions import format_interval
+
             for r in c["pairs"]:
-                ci = r["N_star_ci95"]
-                interval = f"{format_count(ci[0])} to {format_count(ci[1])}" if ci else "-"
+                interval = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])
                 width = f"{r['d_x']:.0f}" if r["d_x"] else "-"
                 status = r["status"] if r["crossed"] else r["where"]
+                if r["crossed"] and not r.get("fitted", True):
+                    status += f" (in {r['bootstrap_fraction']:.0%} of replicates: not fitted)"
                 md.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {status} | {format_count(r['N_star'])} | {interval} | "
                           f"{width} at {r['L']:.2f} | {format_count(r['N_paper'])} ({r['d_x_paper']:.0f}) |")
             md.append("")
@@ -195,6 +207,13 @@ def summary_markdown(s: dict[str, Any]) -> str:
         md.append(f"| Levine et al. 2020 | {law['paper']['a']} | {law['paper']['b']} |")
         md.append(f"| theory threshold ln d_x = L ln 3 | 0 | {law['theory_slope']:.4f} |")
         md.append("")
+        if c.get("by_assign"):
+            md += ["The same points with each depth-assignment convention (fits.transitions):", "",
+                   "| depth of a point | a | b | b 95% interval |", "|---|---|---|---|"]
+            for conv, lw in c["by_assign"].items():
+                md.append(f"| {conv} | " + (f"{lw['a']:.3f} | {lw['b']:.4f} | {lw['ci95']['b'][0]:.4f} to "
+                          f"{lw['ci95']['b'][1]:.4f} |" if lw else "- | - | - |"))
+            md.append("")
         for w in c["warnings"]:
             md.append(f"- {w}")
         if c["warnings"]:

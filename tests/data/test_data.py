@@ -427,3 +427,44 @@ def test_get_batch_is_a_pure_function_of_seed_and_step(tmp_path: Path):
         tokenfiles.get_batch(np.arange(16, dtype=np.uint16), 0, 0, 2, 16)
     with pytest.raises(UserError):
         tokenfiles.get_batch(tokens, -1, 0, 2, 16)
+
+
+def test_spread_heldout_blocks_sample_the_whole_text(tmp_path: Path, corpora_dir: Path):
+    text = (corpora_dir / "tinyshakespeare.txt").read_text()
+    ranges = splits.spread_ranges(text)
+    blocks = sorted(r for s in splits.SPLITS for r in ranges[s])
+    # the blocks tile the text exactly, in order, without gaps or overlaps
+    assert blocks[0][0] == 0 and blocks[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    # 1 val and 1 test block in every 20: block 9 and block 19 of each group
+    order = {r: i for i, r in enumerate(blocks)}
+    assert [order[r] % 20 for r in ranges["val"]] == [9] * len(ranges["val"])
+    assert [order[r] % 20 for r in ranges["test"]] == [19] * len(ranges["test"])
+    # 1,115,394 characters in ~8,192-character blocks: 136 blocks, 7 val and 6 test (by hand:
+    # 136 = 6*20 + 16, so the last group reaches block 9 but not 19)
+    assert len(blocks) == 136 and len(ranges["val"]) == 7 and len(ranges["test"]) == 6
+    # held-out text comes from the whole play collection, not its end
+    assert ranges["test"][0][1] < len(text) / 5 and ranges["val"][0][1] < len(text) / 5
+    meta = prepare.prepare(text, tmp_path / "p", tokenizer="char", heldout="spread")
+    assert meta["split"]["heldout"] == "spread"
+    assert meta["tokens"]["val"] == sum(b - a for a, b in ranges["val"])  # char level: 1 token per char
+    trimmed = prepare.meta_for_record(meta)
+    assert "char_ranges" not in trimmed["split"] and trimmed["split"]["n_blocks"] == {"train": 123, "val": 7, "test": 6}
+    assert prepare.meta_for_record({"split": {"heldout": "end"}}) == {"split": {"heldout": "end"}}
+    with pytest.raises(UserError, match="fewer than 20 blocks"):
+        splits.spread_ranges(text[:50_000])
+
+
+def test_spread_is_its_own_cache_entry_and_run_identity(tmp_path: Path, corpora_dir: Path):
+    from depthwidth.config import RunConfig
+
+    end = DataConfig(corpus="tinyshakespeare", tokenizer="char")
+    spread = dataclasses.replace(end, heldout="spread")
+    a = prepare.prepared_dir_for(end, corpora_dir, cache_dir=tmp_path)
+    b = prepare.prepared_dir_for(spread, corpora_dir, cache_dir=tmp_path)
+    assert a != b and b.name.endswith("-spread")
+    # the default ('end') is left out of the run id, so ids made before the field existed hold
+    assert "heldout" not in RunConfig(data=end).identity()["data"]
+    assert RunConfig(data=end).run_id() != RunConfig(data=spread).run_id()
+    with pytest.raises(UserError, match="'end' held-out sets but data.heldout='spread'"):
+        prepare.prepared_dir_for(dataclasses.replace(spread, corpus=str(a)), corpora_dir)

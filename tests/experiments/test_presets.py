@@ -176,3 +176,34 @@ def test_cli_presets_list_and_show(capsys):
     assert "L=2" in out and "406K" in out
     assert main(["presets", "nope"]) == 2
     assert "unknown preset" in capsys.readouterr().err
+
+
+def test_law_preset_lr_rule_and_lrscan_axis():
+    law = load_preset("law")
+    # lr = 6.25e-3 * 64 / d_model (grid.lr_rule), rounded to 6 significant figures
+    for r in law.runs:
+        assert r.train.lr == float(f"{0.4 / r.model.d_model:.6g}")
+    assert {r.data.heldout for r in law.runs} == {"spread"} and law.refine.pairs == "doubling"
+    scan = load_preset("lrscan")
+    assert scan.lrs == (3e-3, 6e-3, 1.2e-2)
+    # every shape at every lr, the lr innermost in the run order
+    assert [(r.model.n_layer, r.model.d_model, r.train.lr) for r in scan.runs[:3]] == \
+        [(1, 64, 3e-3), (1, 64, 6e-3), (1, 64, 1.2e-2)]
+    assert len(scan.runs) == 5 * 3
+    with pytest.raises(UserError, match="changes a grid axis"):
+        with_overrides(scan, ["train.lr=1e-3"])
+
+
+@pytest.mark.parametrize("grid, message", [
+    ('lrs = [1e-3, 1e-3]', "grid.lrs has duplicates"),
+    ('lrs = [0.0]', "positive learning rates"),
+    ('lrs = [1e-3]\n[grid.lr_rule]\nref_width = 64', "exclude each other"),
+    ('[grid.lr_rule]\nref_width = -1', "lr_rule.ref_width must be a positive number"),
+    ('[grid.lr_rule]\nref_width = 64\nslope = 1', "unknown key"),
+])
+def test_bad_lr_axes_fail_with_one_line(tmp_path, grid, message):
+    f = tmp_path / "p.toml"
+    f.write_text('name = "p"\ndescription = "d"\n[base.model]\nn_head = 2\n[grid]\ndepths = [1]\nseeds = [0]\n'
+                 + grid + '\n[grid.widths]\n1 = [16]\n')
+    with pytest.raises(UserError, match=message):
+        load_preset(f)

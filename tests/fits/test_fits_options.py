@@ -13,7 +13,7 @@ from depthwidth.fits.transitions import compute_transitions
 def test_defaults_are_the_published_procedure_and_the_functions_use_them():
     # Levine et al. 2020 fitted doubling pairs; the point's depth is the geometric mean sqrt(Ls*Ld).
     o = FitOptions()
-    assert o.kwargs() == {"pairs": "doubling", "assign": "geom", "bootstrap": 1000, "resample": "pooled", "seed": 0}
+    assert o.kwargs() == {"pairs": "doubling", "assign": "geom", "bootstrap": 1000, "resample": "paired", "seed": 0}
     for f in (build_fit, compute_transitions):
         defaults = {k: p.default for k, p in inspect.signature(f).parameters.items() if k in o.kwargs()}
         assert defaults == o.kwargs()

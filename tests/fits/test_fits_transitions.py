@@ -120,7 +120,10 @@ def test_bootstrap_spread_and_fraction():
     pts, boot = compute_transitions(t, bootstrap=300, seed=1)
     for j, p in enumerate(pts):
         xs = boot[:, j][np.isfinite(boot[:, j])]
-        assert p.sigma_ln_N_star == pytest.approx(np.std(xs, ddof=1))
+        # sigma: half the 16-84 percentile range of the replicates (non-crossing ones at +-inf)
+        q16, q84 = np.quantile(boot[:, j][~np.isnan(boot[:, j])], [0.16, 0.84], method="inverted_cdf")
+        assert p.sigma_ln_N_star == pytest.approx((q84 - q16) / 2)
+        assert p.sigma_ln_N_star == pytest.approx(np.std(xs, ddof=1), rel=0.25)  # ~normal replicates
         assert p.sigma_ln_d_x == pytest.approx(p.sigma_ln_N_star / 2)
         assert p.bootstrap_fraction == xs.size / 300
         lo, hi = p.N_star_ci95
@@ -159,3 +162,65 @@ def test_bad_options():
     t3 = _Table(Surface(noise=0.0), [2, 3])
     with pytest.raises(UserError, match="no doubling depth pairs"):
         compute_transitions(t3, bootstrap=2)
+
+
+def _seed_table(cells, chunks=None):
+    """A stand-in table from {(L, d): (ln_N, [loss per seed 0..n-1])}."""
+    t = _Table.__new__(_Table)
+    t.cells = pd.DataFrame([{"n_layer": L, "d_model": d, "ln_N": x, "mean": float(np.mean(y)), "n_seeds": len(y),
+                             "seeds": list(range(len(y)))} for (L, d), (x, y) in cells.items()])
+    t.losses = {k: list(y) for k, (_, y) in cells.items()}
+    t.chunks = chunks
+    return t
+
+
+def test_paired_bootstrap_keeps_a_shared_seed_effect_out_of_the_differences():
+    # Every cell = its own level + the same seed effect u_s (a seed fixes init and batch order
+    # for every shape). Paired draws: cell differences never move. Unpaired: they do.
+    from depthwidth.fits.transitions import _DepthData, bootstrap_means, paired_bootstrap_means
+
+    u = np.array([-0.03, 0.0, 0.05])
+    t = _seed_table({(1, 8): (1.0, 2.0 + u), (1, 16): (2.0, 1.8 + u), (2, 8): (1.5, 1.9 + u)})
+    data = {L: _DepthData(t, L) for L in (1, 2)}
+    paired = paired_bootstrap_means(data, 4000, np.random.default_rng(0))
+    diff = paired[1][:, 1] - paired[2][:, 0]
+    assert np.ptp(diff) == pytest.approx(0.0, abs=1e-12)
+    # each cell alone still spreads with variance s^2/n: s^2 = var(u, ddof=1) = 0.00163
+    assert np.var(paired[1][:, 0]) == pytest.approx(np.var(u, ddof=1) / 3, rel=0.1)
+    own = bootstrap_means(data, 4000, np.random.default_rng(0), pooled=False)
+    assert np.var(own[1][:, 1] - own[2][:, 0]) > 1e-4
+
+
+def test_paired_bootstrap_redraws_the_test_chunks():
+    # One seed per cell, 4 test chunks each: only the evaluation set moves the means. The same
+    # chunks are drawn for every run, so a run whose chunks are its neighbour's + 0.1 moves alike.
+    from depthwidth.fits.transitions import _DepthData, paired_bootstrap_means
+
+    ch = np.array([1.0, 1.2, 0.8, 1.0])
+    t = _seed_table({(1, 8): (1.0, [1.0]), (2, 8): (1.0, [1.1])},
+                    chunks={(1, 8): [list(ch)], (2, 8): [list(ch + 0.1)]})
+    data = {L: _DepthData(t, L) for L in (1, 2)}
+    m = paired_bootstrap_means(data, 20000, np.random.default_rng(1))
+    # mean of 4 chunks drawn with replacement: variance = pop. variance / 4 = 0.02 / 4
+    assert np.var(m[1][:, 0]) == pytest.approx(0.02 / 4, rel=0.05)
+    assert np.ptp(m[2][:, 0] - m[1][:, 0] - 0.1) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_non_crossing_replicates_are_counted_and_open_the_interval():
+    # A noisy pair whose crossing sits at the top of the range: many replicates put N* above it.
+    s = Surface()
+    t = _Table(s, [2, 4], n_seeds=3, rng=np.random.default_rng(2))
+    top = t.true[0] * 1.15
+    t.cells = t.cells[t.cells["ln_N"] < math.log(top)]
+    for key in list(t.losses):
+        if key not in set(zip(t.cells.n_layer, t.cells.d_model)):
+            del t.losses[key]
+    t.cells = t.cells.assign(seeds=[[0, 1, 2]] * len(t.cells))
+    (p,), boot = compute_transitions(t, bootstrap=400, seed=3)
+    above = int(np.sum(boot[:, 0] == np.inf))
+    assert p.bootstrap_above == above and above > 0
+    assert p.bootstrap_fraction == pytest.approx(np.isfinite(boot[:, 0]).mean())
+    if p.bootstrap_fraction < 0.95:
+        assert not p.fitted
+    if above / 400 > 0.025:
+        assert p.N_star_ci95[1] is None and p.ci95_open in ("above", "both")

@@ -1,0 +1,186 @@
+"""Adaptive refinement of a sweep: add widths where a transition lies, until it is pinned down.
+
+Levine et al. (2020, v3) located transitions on a coarse grid of depth pairs and then trained
+extra widths for adjacent pairs to narrow them down. This module does the same automatically,
+after a preset's coarse grid is finished (``depthwidth sweep --refine``). Each *round*:
+
+1. loads the results table (only the records: :func:`depthwidth.fits.table.load_table`) and
+   computes the transition of every selected depth pair with the seed-paired bootstrap
+   (:func:`depthwidth.fits.transitions.compute_transitions`);
+2. proposes a new size N for each pair that is not yet *resolved*, at **both** depths at equal
+   N = 12·L·d² (widths rounded to a multiple of ``n_head``):
+
+   * a crossing whose 95% interval is wider than ``target_ln_width`` (in ln N) or open, or a
+     crossing found in fewer than 95% of replicates: the geometric midpoint of the two measured
+     sizes that bracket N* (the union of both depths' sizes);
+   * ``deeper_worse_throughout`` (N* above the range) when ``extend``: twice the largest common
+     size, if it is at most ``max_N``; ``deeper_better_throughout``: half the smallest, if at
+     least ``min_N``;
+
+   a proposal whose widths both exist already is dropped (the bracket is at width resolution);
+3. trains the proposed cells with all the preset's seeds, as ordinary run records.
+
+It stops when no pair needs a new size, or when the refined runs (records of this preset's base
+outside its grid) would exceed ``max_runs``. Everything is a pure function of the records, so
+an interrupted refinement resumes where it stopped, and every worker proposes the same runs.
+
+Preset table (all keys optional; parsed and validated with the preset, as
+:class:`~depthwidth.experiments.presets.RefineSpec`, so ``load_preset`` rejects a bad one)::
+
+    [refine]
+    pairs = "adjacent"          # depth pairs to refine ("adjacent" or "doubling")
+    target_ln_width = 0.35      # 95% interval of ln N* to reach (0.35: N* within ~x1.4)
+    max_runs = 36               # refined runs at most (cells x seeds)
+    extend = true               # also extend the range when a pair does not cross inside it
+    max_N = 1.6e6               # ... but never above this Kaplan N (parameters)
+    min_N = 1e4                 # ... or below this
+    bootstrap = 400             # replicates per round
+
+Why here, in the pipeline: a round fits (``fits``) and then trains (``experiments``), and those
+two layers are siblings that never import each other (ARCHITECTURE.md). The ``sweep`` command's
+``--refine`` / ``--refine-round`` flags are added to it by :mod:`depthwidth.pipeline.cli`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from typing import Any
+
+from depthwidth.config import RunConfig, from_dict
+from depthwidth.errors import UserError
+from depthwidth.experiments.presets import REFINE_KEYS, RefineSpec, merge_config, parse_refine
+from depthwidth.fits.options import MIN_FRACTION
+from depthwidth.fits.table import load_table
+from depthwidth.fits.transitions import USABLE, compute_transitions
+from depthwidth.units import format_count
+
+__all__ = ["REFINE_KEYS", "RefineSpec", "parse_refine", "proposals", "cell_configs", "refined_runs_done",
+           "plan_round", "round_preset", "describe", "refine_after_grid"]
+
+
+def _even_width(N: float, L: int, n_head: int) -> int:
+    """The width nearest sqrt(N / (12 L)) that n_head divides (at least n_head)."""
+    return max(n_head, n_head * int(round(math.sqrt(N / (12.0 * L)) / n_head)))
+
+
+def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: RefineSpec) -> float | None:
+    """The new size N for one transition point, or None when it is resolved or cannot move."""
+    sizes = sorted({N for L in (p.L_s, p.L_d) for N, _ in cells_by_depth[L]})
+    if p.status in USABLE:
+        ci = p.N_star_ci95
+        resolved = (ci and ci[0] and ci[1] and math.log(ci[1] / ci[0]) <= spec.target_ln_width
+                    and p.bootstrap_fraction >= MIN_FRACTION)
+        if resolved:
+            return None
+        below = [N for N in sizes if N <= p.N_star]
+        above = [N for N in sizes if N > p.N_star]
+        if not below or not above:
+            return None
+        return math.sqrt(below[-1] * above[0])
+    if not spec.extend or not p.N_range:
+        return None
+    if p.status == "deeper_worse_throughout":
+        N = 2.0 * p.N_range[1]
+        return N if N <= spec.max_N else None
+    if p.status == "deeper_better_throughout":
+        N = 0.5 * p.N_range[0]
+        return N if N >= spec.min_N else None
+    return None
+
+
+def proposals(table, spec: RefineSpec, n_head: int) -> list[dict[str, Any]]:
+    """New cells for one round: [{"L_s", "L_d", "status", "N", "cells": [(L, d), ...]}] for the
+    pairs that are not resolved (module docstring). ``table`` is a fits ResultsTable."""
+    points, _ = compute_transitions(table, pairs=spec.pairs, bootstrap=spec.bootstrap)
+    have = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
+    by_depth: dict[int, list[tuple[float, int]]] = {}
+    for L, d, N in zip(table.cells["n_layer"], table.cells["d_model"], table.cells["N"]):
+        by_depth.setdefault(int(L), []).append((float(N), int(d)))
+    out, taken = [], set()
+    for p in points:
+        N = _proposal(p, by_depth, spec)
+        if N is None:
+            continue
+        new = [(L, _even_width(N, L, n_head)) for L in (p.L_s, p.L_d)]
+        new = [c for c in new if c not in have and c not in taken]
+        if new:
+            taken.update(new)
+            out.append({"L_s": p.L_s, "L_d": p.L_d, "status": p.status, "N": N, "cells": new})
+    return out
+
+
+def cell_configs(preset, cells: list[tuple[int, int]]) -> list[RunConfig]:
+    """RunConfigs for (depth, width) cells with every seed and corpus of ``preset``: its base with
+    the depth's overrides, exactly as the preset's own grid points are built."""
+    runs = []
+    for corpus in preset.corpora:
+        for seed in preset.seeds:
+            for L, d in cells:
+                cfg = merge_config(preset, L, d, seed, corpus)
+                runs.append(from_dict(cfg))
+    return runs
+
+
+def refined_runs_done(preset, table) -> int:
+    """Records in the table that belong to no grid point of ``preset`` (refined runs so far)."""
+    grid = {r.run_id() for r in preset.runs}
+    return int(sum(1 for rid in table.runs["run_id"] if rid not in grid))
+
+
+def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, Any]], list[RunConfig]]:
+    """(proposals, their runs trimmed to the remaining budget) for the next round."""
+    table = load_table(results)
+    props = proposals(table, spec, preset.base.model.n_head)
+    left = spec.max_runs - refined_runs_done(preset, table)
+    runs: list[RunConfig] = []
+    for pr in props:
+        more = cell_configs(preset, pr["cells"])
+        if len(runs) + len(more) > left:
+            break
+        runs += more
+    return props, runs
+
+
+def round_preset(preset, results: str):
+    """The preset restricted to the next round's runs, and the round's proposals (both workers
+    of a round compute the same from the same records)."""
+    if len(preset.corpora) != 1:
+        raise UserError(f"preset {preset.name}: --refine works on a one-corpus preset (a fit holds one corpus)")
+    props, runs = plan_round(preset, results, preset.refine or RefineSpec())
+    return dataclasses.replace(preset, runs=tuple(runs)), props
+
+
+def describe(props: list[dict[str, Any]]) -> list[str]:
+    """One line per proposal, for the sweep's progress log."""
+    return [f"pair ({p['L_s']},{p['L_d']}) {p['status']}: add N ~ {format_count(p['N'])} as "
+            + ", ".join(f"L{L} d{d}" for L, d in p["cells"]) for p in props]
+
+
+def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any], rep):
+    """Refinement rounds after a finished grid (``sweep --refine``): each round's runs go to
+    :func:`~depthwidth.experiments.runner.run_local_jobs` (its child workers get
+    ``--refine-round``, which makes them compute the same round); returns ``rep`` (the grid's
+    SweepReport) with the rounds' trained and failed runs added. Progress lines on stderr."""
+    from depthwidth.experiments.runner import run_local_jobs
+
+    if rep.remaining:
+        print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
+        return rep
+    trained, failed = list(rep.trained), list(rep.failed)
+    for rnd in range(1, 1000):
+        sub, props = round_preset(preset, results)
+        if not sub.runs:
+            msg = "no pair needs another size" if not props else "the run budget (refine.max_runs) is spent"
+            print(f"[refine] done after {rnd - 1} round(s): {msg}", file=sys.stderr)
+            break
+        for line in describe(props):
+            print(f"[refine] round {rnd}: {line}", file=sys.stderr)
+        r = run_local_jobs(sub, results, child + ["--refine-round"], **kw)
+        trained += r.trained
+        failed += r.failed
+        if r.failed or r.remaining:
+            break
+    rep.trained, rep.failed = trained, failed
+    return rep

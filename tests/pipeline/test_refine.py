@@ -1,0 +1,127 @@
+"""Adaptive refinement: which sizes a round adds, from the records alone (pipeline.refine), and
+`depthwidth sweep --refine`."""
+
+import math
+
+import pytest
+
+from depthwidth.errors import UserError
+from depthwidth.experiments.presets import load_preset, merge_config
+from depthwidth.fits.synthetic import Surface, write_synthetic
+from depthwidth.fits.table import load_table
+from depthwidth.pipeline.refine import RefineSpec, cell_configs, parse_refine, proposals
+
+
+def _table(tmp_path, N_range, per_decade=2, seed=0):
+    write_synthetic(tmp_path / "r", Surface(), depths=(2, 4), n_seeds=3, N_range=N_range, per_decade=per_decade,
+                    seed=seed)
+    return load_table(tmp_path / "r")
+
+
+def test_a_wide_crossing_gets_the_midpoint_of_its_bracket_at_both_depths(tmp_path):
+    s = Surface()
+    true = s.true_transition(2, 4)
+    t = _table(tmp_path, (true / 10, true * 10))  # 2 points per decade: a coarse bracket
+    (p,) = proposals(t, RefineSpec(pairs="adjacent", target_ln_width=0.05, bootstrap=100), n_head=2)
+    assert (p["L_s"], p["L_d"], p["status"]) == (2, 4, "crossing")
+    sizes = sorted(set(t.cells["N"]))
+    below = max(N for N in sizes if N <= true * 1.5 and N < p["N"])
+    above = min(N for N in sizes if N > p["N"])
+    assert p["N"] == pytest.approx(math.sqrt(below * above))
+    # the widths at equal N, even (n_head = 2): d = 2 round(sqrt(N / 12L) / 2)
+    assert p["cells"] == [(L, 2 * round(math.sqrt(p["N"] / (12 * L)) / 2)) for L in (2, 4)]
+
+
+def test_a_resolved_crossing_needs_nothing(tmp_path):
+    true = Surface().true_transition(2, 4)
+    t = _table(tmp_path, (true / 10, true * 10))
+    assert proposals(t, RefineSpec(target_ln_width=50.0, bootstrap=100), n_head=2) == []
+
+
+def test_no_crossing_extends_the_range_up_to_max_N(tmp_path):
+    true = Surface().true_transition(2, 4)
+    t = _table(tmp_path, (true / 30, true / 3))  # every size below the transition
+    (p,) = proposals(t, RefineSpec(bootstrap=100, max_N=1e12), n_head=2)
+    assert p["status"] == "deeper_worse_throughout"
+    common_top = min(t.cells[t.cells.n_layer == L]["N"].max() for L in (2, 4))
+    assert p["N"] == pytest.approx(2 * common_top)
+    assert proposals(t, RefineSpec(bootstrap=100, max_N=common_top), n_head=2) == []
+    assert proposals(t, RefineSpec(bootstrap=100, extend=False, max_N=1e12), n_head=2) == []
+
+
+def test_refined_cells_are_built_like_grid_points():
+    p = load_preset("smoke")
+    assert merge_config(p, 1, 16, 0, p.corpora[0]) == p.runs[0].to_dict()
+    runs = cell_configs(p, [(2, 24)])
+    assert [(r.model.n_layer, r.model.d_model, r.train.seed) for r in runs] == [(2, 24, 0), (2, 24, 1)]
+    assert all(r.train == p.runs[0].train.__class__(**{**p.runs[0].train.__dict__, "seed": r.train.seed})
+               for r in runs)
+
+
+def test_bad_refine_tables_fail_with_one_line():
+    assert parse_refine(None, "x") is None
+    assert parse_refine({"max_runs": 10, "max_N": 2e6}, "x") == RefineSpec(max_runs=10, max_N=2e6)
+    with pytest.raises(UserError, match="unknown refine key"):
+        parse_refine({"budget": 3}, "x")
+    with pytest.raises(UserError, match="refine.max_runs must be a int"):
+        parse_refine({"max_runs": 2.5}, "x")
+    with pytest.raises(UserError, match="refine.pairs"):
+        parse_refine({"pairs": "all"}, "x")
+
+
+REFINE_PRESET = """
+name = "refine-smoke"
+description = "smoke with refinement"
+[base.model]
+n_layer = 1
+d_model = 16
+n_head = 2
+seq_len = 32
+[base.data]
+corpus = "tinyshakespeare"
+tokenizer = "char"
+[base.train]
+steps = 30
+batch_size = 16
+lr = 1e-2
+warmup_steps = 5
+eval_batches = 2
+test_sequences = 64
+log_every = 10
+[grid]
+depths = [1, 2]
+seeds = [0, 1]
+[grid.widths]
+1 = [16, 32]
+2 = [12, 24]
+[refine]
+pairs = "doubling"
+target_ln_width = 0.01
+max_runs = 4
+max_N = 1e6
+min_N = 100
+bootstrap = 50
+"""
+
+
+def test_sweep_refine_trains_new_widths_once_within_budget(tmp_path, engine_env, cli_cmd):
+    import json
+    import subprocess
+
+    from depthwidth.experiments.presets import load_preset
+
+    f = tmp_path / "refine-smoke.toml"
+    f.write_text(REFINE_PRESET)
+    cmd = cli_cmd + ["sweep", "--preset", str(f), "--results", str(tmp_path / "r"), "--refine", "--no-progress", "--json"]
+    first = subprocess.run(cmd, env=engine_env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rep = json.loads(first.stdout)
+    grid = {r.run_id() for r in load_preset(f).runs}
+    refined = [t for t in rep["trained"] if t not in grid]
+    # the round proposes new widths (at most the budget: 4 runs = 2 cells x 2 seeds) and says why
+    assert "[refine] round 1: pair (1,2)" in first.stderr
+    assert 0 < len(refined) <= 4 and len(rep["trained"]) == len(grid) + len(refined)
+    table = load_table(tmp_path / "r")
+    assert len(table.runs) == len(grid) + len(refined)
+    again = subprocess.run(cmd, env=engine_env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and json.loads(again.stdout)["trained"] == []
