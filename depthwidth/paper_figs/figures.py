@@ -94,10 +94,10 @@ def loss_vs_params(inputs) -> tuple[Any, str]:
     notes, crossed, any_ci = [], [], False
     pairs = inputs.transitions()
     for k, p in enumerate(p for p in pairs if p.get("N_star")):
-        ci = p.get("N_star_ci95")
-        if ci:
+        ci, rng = p.get("N_star_ci95"), p.get("N_range")
+        if ci and rng:  # an open bound (N* beyond the measured range there) is drawn to the range's end
             any_ci = True
-            ax.axvspan(ci[0], ci[1], color=COLORS["transition"], alpha=0.12, lw=0, zorder=1)
+            ax.axvspan(ci[0] or rng[0], ci[1] or rng[1], color=COLORS["transition"], alpha=0.12, lw=0, zorder=1)
         ax.axvline(p["N_star"], color=COLORS["transition"], ls="--", lw=1.1, zorder=1)
         # Stagger the pair labels so neighbouring transitions do not print on top of each other.
         ax.text(p["N_star"], 0.98 - 0.06 * (k % 3), f" {_pair(p)}", transform=trans, fontsize=8,

@@ -34,10 +34,11 @@ class FigureInputs:
 
     def transitions(self) -> list[dict[str, Any]]:
         """Every depth pair examined (with and without a crossing), sorted by (L_s, L_d): the
-        fit's ``points`` + ``no_crossing``, or, when no fit could be made, ``pairs`` from
+        fit's ``points`` + ``not_fitted`` (crossings the law leaves out; fit files before issue 9
+        have none) + ``no_crossing``, or, when no fit could be made, ``pairs`` from
         :func:`depthwidth.fits.transitions.compute_transitions` alone."""
         if self.fit is not None:
-            rows = list(self.fit.get("points") or []) + list(self.fit.get("no_crossing") or [])
+            rows = [p for key in ("points", "not_fitted", "no_crossing") for p in self.fit.get(key) or []]
         else:
             rows = list(self.pairs or [])
         return sorted(rows, key=lambda p: (p["L_s"], p["L_d"]))
