@@ -31,7 +31,7 @@ import numpy as np
 
 from depthwidth import __version__
 from depthwidth.errors import UserError
-from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
+from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
 from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
 
@@ -134,7 +134,7 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
 
 
 THEORY_SLOPE = math.log(3.0)  # ln d_x = ln 3 · L at the threshold L = log_3 d_x (DESIGN §1.3)
-PAPER_SLOPE = 0.0555  # Levine et al. 2020 v3, the fitted b (fits.law.LEVINE2020)
+PAPER_SLOPE = levine2020().b  # Levine et al. 2020 v3, the fitted b (0.0555)
 ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (curve_fit absolute_sigma=True); "
                     "cov_scaled: cov * max(1, chi2_red) (Birge ratio); bootstrap.cov: the line refitted on "
                     "every replicate in which all fitted pairs cross")
