@@ -76,7 +76,7 @@ def _jax_runner(L, d, H, V, T, B, data, unroll):
 
     from depthwidth.config import MeshConfig, ModelConfig, RunConfig, TrainConfig
     from depthwidth.models import sharding as sh
-    from depthwidth.models.train import build_engine
+    from depthwidth.models.engine import build_engine
 
     cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=H, vocab_size=V, seq_len=T, scan_unroll=unroll),
                     train=TrainConfig(batch_size=B, steps=10**6, warmup_steps=0), mesh=MeshConfig(data=1))

@@ -1,28 +1,30 @@
 """The ``depthwidth`` console script: parse, call one library function, print (text or --json).
 
-Each subpackage owns its subcommands in its own ``cli.py`` with a ``register(subparsers)``
-function. Those modules import nothing heavy at module level (no jax), so ``depthwidth query``
-answers without loading an accelerator runtime.
+The top layer: each subpackage owns its subcommands in its own ``cli.py`` with a
+``register(subparsers)`` function, and this module only assembles them, in help order. Those
+modules import nothing heavy at module level (no jax), so ``depthwidth query`` answers without
+loading an accelerator runtime. They print with :mod:`depthwidth.console`, never importing this
+module, so imports keep pointing down (ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
-from typing import Any
 
 from depthwidth.errors import UserError
 
-# Modules that contribute subcommands, in help order.
-_COMMAND_MODULES = (
-    "depthwidth.theory.cli",
-    "depthwidth.models.data_cli",
-    "depthwidth.models.cli",
-    "depthwidth.fits.cli",
-    "depthwidth.experiments.cli",
-    "depthwidth.paper_figs.cli",
+# (module, its register function) that contribute subcommands, in help order.
+_COMMANDS = (
+    ("depthwidth.theory.cli", "register"),
+    ("depthwidth.data.cli", "register"),
+    ("depthwidth.experiments.cli", "register_train"),
+    ("depthwidth.models.cli", "register"),
+    ("depthwidth.fits.cli", "register"),
+    ("depthwidth.experiments.cli", "register"),
+    ("depthwidth.pipeline.cli", "register"),
+    ("depthwidth.paper_figs.cli", "register"),
 )
 
 
@@ -33,46 +35,14 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message}")
 
 
-def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
-    """Print ``obj`` as one JSON object/list with ``--json``, else ``text`` (or pretty JSON)."""
-    if getattr(args, "json", False) or text is None:
-        print(json.dumps(obj, indent=None if getattr(args, "json", False) else 2, default=_json_default))
-    else:
-        print(text)
-
-
-def _json_default(o: Any) -> Any:
-    try:
-        import numpy as np
-
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def add_json_flag(p: argparse.ArgumentParser) -> None:
-    """Add the standard ``--json`` flag (one JSON object per call)."""
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="depthwidth", description="Depth vs width in self-attention: theory and experiment.")
     from depthwidth import __version__
 
     parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:  # a subpackage not written yet
-            if e.name == name:
-                continue
-            raise
-        mod.register(sub)
+    for module, register in _COMMANDS:
+        getattr(importlib.import_module(module), register)(sub)
     return parser
 
 

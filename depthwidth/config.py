@@ -71,7 +71,7 @@ class DataConfig:
 
     tokenizer: 'char' or 'bpe' (byte-level BPE, HF tokenizers); bpe_vocab_size: target vocabulary.
     heldout: 'end' (val/test = the last 10% of the text) or 'spread' (held-out blocks taken from
-    the whole text; ``depthwidth.models.data`` module doc).
+    the whole text; ``depthwidth.data.splits`` module doc).
     """
 
     corpus: str = "tinyshakespeare"
@@ -94,6 +94,11 @@ class TrainConfig:
     default 0 = Adam); grad_clip (global norm, 0 = off); compute_dtype: 'float32' or 'bfloat16'.
     eval_every (steps, 0 = only at the end), eval_batches (batches per val estimate),
     test_sequences (held-out sequences for the final test loss).
+
+    Operational fields (not in the run id): log_every, ckpt_every (steps), keep_ckpts (the
+    latest checkpoints kept while training), keep_weights (keep the checkpoints, the final one
+    included, once the record is written, for :func:`depthwidth.models.train.load_run`; by
+    default they are deleted: the record is the result).
     """
 
     steps: int = 1000
@@ -113,6 +118,7 @@ class TrainConfig:
     log_every: int = 10
     ckpt_every: int = 500
     keep_ckpts: int = 2
+    keep_weights: bool = False
 
     def __post_init__(self) -> None:
         _check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps}")
@@ -130,7 +136,7 @@ class TrainConfig:
                "train.log_every, train.ckpt_every and train.keep_ckpts must be >= 1")
 
 
-OPERATIONAL_TRAIN_FIELDS = ("log_every", "ckpt_every", "keep_ckpts")
+OPERATIONAL_TRAIN_FIELDS = ("log_every", "ckpt_every", "keep_ckpts", "keep_weights")
 OPERATIONAL_MODEL_FIELDS = ("scan_unroll",)
 # (section, field, default) of result-changing fields added later: left out of the id at default.
 LATER_FIELDS = (("data", "heldout", "end"),)

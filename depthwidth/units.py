@@ -61,12 +61,21 @@ def parse_count_list(text: str, *, name: str = "list") -> list[float]:
     return [parse_count(t, name=name) for t in items]
 
 
+_UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"), (1.0, ""))
+
+
 def format_count(x: float | None) -> str:
     """175e9 -> '175B', 1.3e9 -> '1.3B', 84934656 -> '84.9M', 12345 -> '12.3K' (3 significant
-    digits; the inverse of :func:`parse_count` up to rounding); '-' for None or non-finite."""
+    digits; the inverse of :func:`parse_count` up to rounding); '-' for None or non-finite.
+
+    The unit is chosen after rounding, so 999999.99 is '1M' (not '1e+03K') and 999.9 is '1K'.
+    The one count formatter of the package (CLI tables, summaries, figure labels).
+    """
     if x is None or not math.isfinite(x):
         return "-"
-    for div, suf in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(x) >= div:
+    for i, (div, suf) in enumerate(_UNITS):
+        if abs(x) >= div or div == 1.0:
+            if i > 0 and abs(float(f"{x / div:.3g}")) >= 1000:  # rounds up into the next unit
+                div, suf = _UNITS[i - 1]
             return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
+    raise AssertionError("unreachable")

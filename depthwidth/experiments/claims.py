@@ -1,18 +1,17 @@
 """Claim files: which worker owns an unfinished run, so no two workers train the same config.
 
-``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.experiments.records`)::
+``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.records`)::
 
     run_id, token (uuid4 of this claim), worker, num_workers, host, boot_id, pid,
     claimed_at, heartbeat_at (Unix seconds), heartbeat_iso
 
 Protocol
 --------
-* **Claim**: create the file exclusively. Locally: write a temp file, then ``os.link`` it to
+* **Claim**: create the file exclusively: write a temp file, then ``os.link`` it to
   ``claim.json`` (fails if the name exists; the file appears with its whole content, so a kill
-  never leaves an empty claim). Through fsspec (``gs://`` with gcsfs, ``memory://``): open with
-  mode ``"xb"`` (gcsfs and s3fs turn it into a create-if-absent precondition). After a remote
-  create, or any takeover, the claim is re-read after ``settle_s``: the last writer wins and
-  everyone else backs off, which also covers filesystems that do not enforce ``"xb"``.
+  never leaves an empty claim). On a filesystem without hard links (e.g. a gcsfuse mount) an
+  ``O_EXCL`` create instead, re-read after ``settle_s``, as after any takeover: the last writer
+  wins and everyone else backs off.
 * **Heartbeat**: the owner rewrites ``heartbeat_at`` every ``heartbeat_s`` from a background
   thread (atomic replace), first checking that the file still holds its token.
 * **Stale**: a claim is taken over when its heartbeat is older than ``stale_after_s``, or at
@@ -34,7 +33,6 @@ import datetime as _dt
 import json
 import os
 import socket
-import tempfile
 import threading
 import time
 import uuid
@@ -43,24 +41,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth.records import json_text, write_json_atomic
+
 CLAIM_FILE = "claim.json"
 # Tokens of the claims this process holds now: with several workers in one process (threads,
 # tests) a claim carrying our own pid is stale only if it is not one of these.
 _HELD: set[str] = set()
 
 
-def is_url(path: str | Path) -> bool:
-    """True for an fsspec URL such as ``gs://bucket/dir`` (not a plain local path)."""
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
 class LocalStore:
-    """Files under a local directory (no fsspec needed)."""
+    """The claim files under a local (or mounted) results directory."""
 
-    enforces_exclusive = True
+    enforces_exclusive = True  # False once the filesystem turned out to have no hard links
 
     def __init__(self, root: str | Path):
-        self.root = Path(str(root).removeprefix("file://"))
+        self.root = Path(root)
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -83,25 +78,11 @@ class LocalStore:
         except FileNotFoundError:
             return None
 
-    def _tmp(self, p: Path, obj: Any) -> str:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        return tmp
-
     def create_exclusive(self, rel: str, obj: Any) -> bool:
         """Create ``rel`` with ``obj`` unless it exists; True if this call created it."""
         p = self.path(rel)
-        tmp = self._tmp(p, obj)
         try:
-            os.link(tmp, p)  # atomic, fails if p exists, and p appears complete
-            return True
-        except FileExistsError:
-            return False
+            return write_json_atomic(p, obj, exclusive=True)
         except OSError:
             # No hard links (e.g. a gcsfuse mount): O_EXCL create, then verify by re-reading.
             self.enforces_exclusive = False
@@ -110,98 +91,17 @@ class LocalStore:
             except FileExistsError:
                 return False
             with os.fdopen(fd, "w") as fh:
-                json.dump(obj, fh, indent=1, sort_keys=True)
+                fh.write(json_text(obj))
             return True
-        finally:
-            os.unlink(tmp)
 
     def replace(self, rel: str, obj: Any) -> None:
-        p = self.path(rel)
-        os.replace(self._tmp(p, obj), p)
+        write_json_atomic(self.path(rel), obj)
 
     def remove(self, rel: str) -> None:
         try:
             self.path(rel).unlink()
         except FileNotFoundError:
             pass
-
-
-class FsspecStore:
-    """Files under an fsspec URL (``gs://`` needs gcsfs installed)."""
-
-    enforces_exclusive = False  # verified by re-reading after settle_s (module doc)
-
-    def __init__(self, url: str):
-        import fsspec
-
-        from depthwidth.errors import UserError
-
-        try:
-            self.fs, self.root = fsspec.core.url_to_fs(url)
-        except (ImportError, ValueError) as e:
-            raise UserError(f"cannot open results location {url}: {e}") from None
-        self.url = url
-
-    def path(self, rel: str) -> str:
-        return f"{self.root.rstrip('/')}/{rel}"
-
-    def exists(self, rel: str) -> bool:
-        return self.fs.exists(self.path(rel))
-
-    def read_json(self, rel: str) -> Any:
-        try:
-            return json.loads(self.fs.cat_file(self.path(rel)))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return ...
-
-    def mtime(self, rel: str) -> float | None:
-        try:
-            info = self.fs.info(self.path(rel))
-        except FileNotFoundError:
-            return None
-        for key in ("mtime", "updated", "created", "LastModified"):
-            v = info.get(key)
-            if isinstance(v, (int, float)):
-                return float(v)
-            if isinstance(v, _dt.datetime):
-                return v.timestamp()
-            if isinstance(v, str):
-                try:
-                    return _dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-                except ValueError:
-                    pass
-        return None
-
-    def create_exclusive(self, rel: str, obj: Any) -> bool:
-        data = json.dumps(obj, indent=1, sort_keys=True).encode()
-        try:
-            with self.fs.open(self.path(rel), "xb") as fh:
-                fh.write(data)
-            return True
-        except FileExistsError:
-            return False
-        except (ValueError, NotImplementedError):  # a filesystem without "xb"
-            if self.exists(rel):
-                return False
-            self.fs.pipe_file(self.path(rel), data)
-            return True
-
-    def replace(self, rel: str, obj: Any) -> None:
-        # One object write: atomic on object stores; readers see the old or the new content.
-        self.fs.pipe_file(self.path(rel), json.dumps(obj, indent=1, sort_keys=True).encode())
-
-    def remove(self, rel: str) -> None:
-        try:
-            self.fs.rm_file(self.path(rel))
-        except FileNotFoundError:
-            pass
-
-
-def open_store(results: str | Path) -> LocalStore | FsspecStore:
-    """The store for a results location: local path (or ``file://``) or any fsspec URL."""
-    return FsspecStore(str(results)) if is_url(results) else LocalStore(results)
 
 
 def boot_id() -> str:
@@ -329,13 +229,12 @@ class Heartbeat:
     """Background thread refreshing ``claim.heartbeat_at`` every ``interval_s`` while training.
 
     Use as a context manager around the training call; on exit it stops (joined before the
-    claim is released, so a late beat cannot re-create a released claim). ``lost`` becomes
-    True if the file stopped holding our token (another worker took the run over).
+    claim is released, so a late beat cannot re-create a released claim). If the file stops
+    holding our token (another worker took the run over) it logs that once and stops beating.
     """
 
     def __init__(self, store, claim: Claim, interval_s: float, log: Callable[[str], None] | None = None):
         self.store, self.claim, self.interval_s, self.log = store, claim, interval_s, log
-        self.lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{claim.run_id}", daemon=True)
 
@@ -343,10 +242,9 @@ class Heartbeat:
         while not self._stop.wait(self.interval_s):
             try:
                 if not still_ours(self.store, self.claim):
-                    if not self.lost and self.log:
+                    if self.log:
                         self.log(f"lost the claim on {self.claim.run_id} to another worker")
-                    self.lost = True
-                    continue
+                    return
                 self.claim.heartbeat_at = time.time()
                 self.store.replace(claim_rel(self.claim.run_id), self.claim.to_dict())
             except OSError as e:  # a transient filesystem error must not kill training

@@ -1,6 +1,10 @@
-"""``depthwidth presets``, ``depthwidth sweep`` and ``depthwidth reproduce`` (thin: parse, call, print).
+"""``depthwidth train``, ``depthwidth presets`` and ``depthwidth sweep`` (thin: parse, call, print).
 
 Nothing heavy at module level: the runner imports jax (through the engine) only when it trains.
+The sweep options (:func:`sweep_args`, :func:`sweep_kwargs`) are shared with ``depthwidth
+reproduce`` (:mod:`depthwidth.pipeline.cli`), and so are the sweep's steps (:func:`start_sweep`,
+:func:`end_sweep`): ``sweep --refine``, which fits between rounds of training, is added to this
+command by the pipeline, the layer above both experiments and fits.
 """
 
 from __future__ import annotations
@@ -9,10 +13,27 @@ import argparse
 import sys
 from typing import Any
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 
 DEFAULT_RESULTS = "results/<preset>"
+
+
+def register_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train one run and write its result record")
+    p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu)")
+    p.add_argument("--config", help="a TOML file with [model] [data] [train] [mesh] tables")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="override a config field (repeatable), e.g. --set model.n_layer=6")
+    p.add_argument("--out", required=True, help="results directory (records go to OUT/runs/<run_id>/)")
+    p.add_argument("--data-dir", help="directory with the raw corpora (default: $DEPTHWIDTH_DATA)")
+    p.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (needs tensorboardX)")
+    p.add_argument("--distributed", action="store_true",
+                   help="call jax.distributed.initialize() first (multi-host TPU VMs)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_json_flag(p)
+    p.set_defaults(func=_train)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,26 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Train each run of the preset that has no record yet: finished runs are "
                                    "skipped, unfinished ones resume from their checkpoints, and a claim file "
                                    "per run keeps workers sharing one results directory apart.")
-    _sweep_args(s, results_required=True)
+    sweep_args(s, results_required=True)
     add_json_flag(s)
     s.set_defaults(func=_sweep)
 
-    r = sub.add_parser("reproduce", help="sweep + fit + figures + summary for a preset, in one command",
-                       description="Run the preset's sweep (skipping finished runs), fit the transition "
-                                   "points and the law ln d_x = a + b*L, draw the figures and write "
-                                   "summary.json / summary.md next to them.")
-    _sweep_args(r, results_required=False)
-    r.add_argument("--out", metavar="DIR",
-                   help="where fit.json, figures/ and summary.{json,md} go (default: the results directory)")
-    r.add_argument("--pairs", default="doubling", help="depth pairs for the fit: doubling (default) or adjacent")
-    r.add_argument("--assign", default="geom", help="depth of a transition point: geom (default), arith, shallow, deep")
-    r.add_argument("--bootstrap", default="1000", help="bootstrap replicates for the transition errors (default 1000)")
-    r.add_argument("--no-figures", action="store_true", help="skip the figures")
-    add_json_flag(r)
-    r.set_defaults(func=_reproduce)
 
-
-def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
+def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--preset", required=True, metavar="NAME|PATH",
                    help="a built-in preset (smoke, cpu, levine2020; see `depthwidth presets`) or a .toml file")
     if results_required:
@@ -71,14 +78,12 @@ def _sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
     if not results_required:
         return
-    p.add_argument("--refine", action="store_true",
-                   help="after the grid, add widths inside each transition's bracket until it is resolved "
-                        "(the preset's [refine] table; depthwidth.experiments.refine)")
-    p.add_argument("--refine-round", action="store_true", help=argparse.SUPPRESS)  # a refinement round's child
+    # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
 
 
-def _load(args: argparse.Namespace):
+def load(args: argparse.Namespace):
+    """The preset of ``--preset`` with the ``--set`` overrides applied."""
     from depthwidth.experiments.presets import load_preset, with_overrides
 
     return with_overrides(load_preset(args.preset), args.overrides)
@@ -94,7 +99,8 @@ def _float(text: str, name: str) -> float:
     return v
 
 
-def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of run_sweep / run_local_jobs from the sweep options (:func:`sweep_args`)."""
     from depthwidth.units import parse_int
 
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
@@ -112,8 +118,9 @@ def _sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
 
 
-def _download(preset, data_dir: str | None) -> None:
-    from depthwidth.models import corpora
+def download(preset, data_dir: str | None) -> None:
+    """Fetch the preset's corpora that have a canonical URL and are missing (``--download``)."""
+    from depthwidth.data import corpora
 
     for name in preset.corpora:
         if name in corpora.CORPORA and corpora.CORPORA[name].url:
@@ -143,6 +150,9 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _preset_text(p) -> str:
+    from depthwidth.theory.accounting import kaplan_n
+    from depthwidth.units import format_count
+
     lines = [f"{p.name} ({p.path})", p.description]
     if p.notes:
         lines.append(f"notes: {p.notes}")
@@ -155,22 +165,16 @@ def _preset_text(p) -> str:
     for L in p.depths:
         ws = p.widths[L]
         lines.append(f"  L={L:<3} d = {', '.join(map(str, ws))}   N = 12*L*d^2 = "
-                     + ", ".join(_count(12 * L * d * d) for d in ws))
+                     + ", ".join(format_count(kaplan_n(L, d)) for d in ws))
     if p.expected_minutes:
         lines.append(f"expected wall time: ~{p.expected_minutes:g} min")
     return "\n".join(lines)
 
 
-def _count(x: float) -> str:
-    for div, suf in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if x >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
-
-
-def _sweep(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.runner import report_text, run_local_jobs
-
+def start_sweep(args: argparse.Namespace):
+    """What the ``sweep`` command does before it trains: pin to ``--cpus`` (a ``--jobs`` child),
+    load the preset with its ``--set`` overrides, build the runner's keyword arguments
+    (:func:`sweep_kwargs`, ``child_args`` included) and ``--download``. Returns (preset, kwargs)."""
     if args.cpus:
         import os
 
@@ -180,59 +184,64 @@ def _sweep(args: argparse.Namespace) -> int:
             os.sched_setaffinity(0, set(parse_int_list(args.cpus, name="--cpus", minimum=0)))
         except (OSError, AttributeError) as e:
             raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
-    preset = _load(args)
-    kw = _sweep_kwargs(args)
+    preset = load(args)
+    kw = sweep_kwargs(args)
     if args.download:
-        _download(preset, args.data_dir)
-    child = kw.pop("child_args")
-    if args.refine_round:
-        from depthwidth.experiments import refine
+        download(preset, args.data_dir)
+    return preset, kw
 
-        preset, _ = refine.round_preset(preset, args.results)
-    rep = run_local_jobs(preset, args.results, child, **kw)
-    if args.refine and not rep.failed:
-        rep = _refine(preset, args.results, child, kw, rep)
+
+def end_sweep(args: argparse.Namespace, rep) -> int:
+    """Print the sweep's report (text or ``--json``); the exit code: 1 if a run failed."""
+    from depthwidth.experiments.runner import report_text
+
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
 
 
-def _refine(preset, results: str, child: list[str], kw: dict[str, Any], rep):
-    """Refinement rounds after a finished grid (experiments.refine); returns the merged report."""
-    from depthwidth.experiments import refine
+def _sweep(args: argparse.Namespace) -> int:
     from depthwidth.experiments.runner import run_local_jobs
 
-    if rep.remaining:
-        print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
-        return rep
-    trained, failed = list(rep.trained), list(rep.failed)
-    for rnd in range(1, 1000):
-        sub, props = refine.round_preset(preset, results)
-        if not sub.runs:
-            msg = "no pair needs another size" if not props else "the run budget (refine.max_runs) is spent"
-            print(f"[refine] done after {rnd - 1} round(s): {msg}", file=sys.stderr)
-            break
-        for line in refine.describe(props):
-            print(f"[refine] round {rnd}: {line}", file=sys.stderr)
-        r = run_local_jobs(sub, results, child + ["--refine-round"], **kw)
-        trained += r.trained
-        failed += r.failed
-        if r.failed or r.remaining:
-            break
-    rep.trained, rep.failed = trained, failed
-    return rep
+    preset, kw = start_sweep(args)
+    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
+    return end_sweep(args, rep)
 
 
-def _reproduce(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.summary import reproduce, summary_text
-    from depthwidth.units import parse_int
+# ---------------------------------------------------------------- train (one run)
 
-    preset = _load(args)
-    kw = _sweep_kwargs(args)
-    bootstrap = parse_int(args.bootstrap, name="--bootstrap", minimum=2)
-    results = args.results or f"results/{preset.name}"
-    if args.download:
-        _download(preset, args.data_dir)
-    summary = reproduce(preset, results, out=args.out, pairs=args.pairs, assign=args.assign,
-                        bootstrap=bootstrap, figures=not args.no_figures, sweep_kwargs=kw)
-    emit(args, summary, summary_text(summary))
-    return 0 if summary["complete"] else 1
+
+def _base_config(args):
+    from depthwidth import config as C
+
+    if args.preset and args.config:
+        raise UserError("give --preset or --config, not both")
+    if args.preset:
+        from depthwidth.experiments.presets import load_preset
+
+        cfg = load_preset(args.preset).base
+    elif args.config:
+        cfg = C.from_dict(C.load_toml(args.config))
+    else:
+        cfg = C.RunConfig()
+    return C.override(cfg, args.overrides)
+
+
+def _train(args) -> int:
+    cfg = _base_config(args)
+    if args.distributed:
+        import jax
+
+        jax.distributed.initialize()
+    from depthwidth.models.train import train_run
+
+    rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,
+                    progress=not args.quiet and sys.stderr.isatty(), tensorboard=args.tensorboard)
+    text = (f"{rec['run_id']}: {rec['status']}  test_loss={_f(rec['test_loss'])} val_loss={_f(rec['val_loss'])} "
+            f"nats/token  tokens={rec['tokens']:,}  {_f(rec['tokens_per_s'], '.0f')} tokens/s  "
+            f"mfu={_f(rec['mfu'], '.3f')}  -> {args.out}/runs/{rec['run_id']}/record.json")
+    emit(args, rec, text)
+    return 0 if rec["status"] == "finished" else 1
+
+
+def _f(v, fmt: str = ".4f") -> str:
+    return "n/a" if v is None else format(v, fmt)

@@ -33,6 +33,15 @@ A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.to
     min_steps = 200                    #   N = 12*L*d^2 (Kaplan et al. 2020), clamped to
     max_steps = 5000                   #   [min_steps, max_steps]; warm-up capped at the steps
 
+    [refine]                           # optional: `depthwidth sweep --refine` (all keys optional;
+    pairs = "adjacent"                 #   RefineSpec, depthwidth.pipeline.refine): depth pairs,
+    target_ln_width = 0.35             #   the 95% interval of ln N* to reach,
+    max_runs = 36                      #   refined runs at most (cells x seeds),
+    extend = true                      #   extend the range when a pair does not cross inside it,
+    max_N = 1.6e6                      #   ... never above this Kaplan N
+    min_N = 1e4                        #   ... or below this,
+    bootstrap = 400                    #   bootstrap replicates per round
+
 Every grid point becomes one RunConfig (``model.n_layer``, ``model.d_model``, ``train.seed`` and
 ``data.corpus`` set from the grid, per-depth overrides and step scaling applied) and is
 validated like any config. Runs are ordered corpus, seed, depth, width (, lr): a single worker
@@ -55,12 +64,14 @@ from typing import Any
 
 from depthwidth.config import RunConfig, from_dict, load_toml
 from depthwidth.errors import UserError
+from depthwidth.theory.accounting import kaplan_n
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 TOP_KEYS = {"name", "description", "expected_minutes", "notes", "base", "grid", "refine"}
 GRID_KEYS = {"depths", "widths", "seeds", "corpora", "lrs", "lr_rule", "overrides", "scale_steps"}
 LR_RULE_KEYS = {"ref_width", "power"}
 SCALE_KEYS = {"tokens_per_param", "min_steps", "max_steps"}
+REFINE_KEYS = {"pairs", "target_ln_width", "max_runs", "extend", "max_N", "min_N", "bootstrap"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +81,9 @@ class Preset:
     name, description, notes: text; path: the TOML file; expected_minutes: measured wall time
     (minutes) or None; base: the base RunConfig; depths, seeds, corpora: the grid axes;
     widths: depth -> widths; lrs: learning rates of a scan, or () when the lr is not an axis;
-    runs: every grid point as a RunConfig, in run order (module doc).
+    runs: every grid point as a RunConfig, in run order (module doc); overrides, scale, lr_rule:
+    the grid's per-depth overrides, step scaling and width-aware lr (how :func:`merge_config`
+    builds a point off the grid); refine: the [refine] table, or None.
     """
 
     name: str
@@ -88,11 +101,7 @@ class Preset:
     overrides: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
     scale: dict[str, Any] | None = None
     lr_rule: dict[str, float] | None = None
-    refine: Any = None  # experiments.refine.RefineSpec from the [refine] table, or None
-
-    def runs_for(self, corpus: str) -> tuple[RunConfig, ...]:
-        """The runs on one corpus (each corpus is a separate sweep for the fit)."""
-        return tuple(r for r in self.runs if r.data.corpus == corpus)
+    refine: RefineSpec | None = None  # the [refine] table (sweep --refine), or None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description (what ``depthwidth presets show --json`` prints)."""
@@ -104,7 +113,7 @@ class Preset:
             "base": self.base.to_dict(),
             "runs": [{"run_id": r.run_id(), "corpus": r.data.corpus, "n_layer": r.model.n_layer,
                       "d_model": r.model.d_model, "seed": r.train.seed, "steps": r.train.steps,
-                      "kaplan_params": 12 * r.model.n_layer * r.model.d_model ** 2} for r in self.runs],
+                      "kaplan_params": kaplan_n(r.model.n_layer, r.model.d_model)} for r in self.runs],
         }
 
 
@@ -180,7 +189,7 @@ def scaled_steps(tokens_per_param: float, n_layer: int, d_model: int, batch_size
     N = 12·L·d² (Kaplan et al. 2020, the N of Levine et al.'s law); tokens per step = B·T;
     steps = round(tokens_per_param·N / (B·T)), clamped to [min_steps, max_steps].
     """
-    N = 12 * n_layer * d_model * d_model
+    N = kaplan_n(n_layer, d_model)
     return int(min(max_steps, max(min_steps, round(tokens_per_param * N / (batch_size * seq_len)))))
 
 
@@ -251,12 +260,48 @@ def _lr_rule(raw: Any, where: str) -> dict[str, float] | None:
     return {k: float(v) for k, v in out.items()}
 
 
-def _refine_spec(raw: Any, where: str):
+@dataclass(frozen=True)
+class RefineSpec:
+    """A preset's ``[refine]`` table (module doc): how ``depthwidth sweep --refine`` adds widths
+    (the rounds themselves: :mod:`depthwidth.pipeline.refine`). Units: ln N for
+    target_ln_width, parameters (Kaplan N) for max_N / min_N; bootstrap: replicates per round.
+
+    It lives here, with the other preset tables, so that :func:`load_preset` rejects a malformed
+    table (one-line UserError) while the refinement, which fits, stays above the fits layer."""
+
+    pairs: str = "adjacent"
+    target_ln_width: float = 0.35
+    max_runs: int = 36
+    extend: bool = True
+    max_N: float = 1.6e6
+    min_N: float = 1e4
+    bootstrap: int = 400
+
+    def __post_init__(self) -> None:
+        if self.pairs not in ("adjacent", "doubling"):
+            raise UserError(f"refine.pairs must be 'adjacent' or 'doubling', got {self.pairs!r}")
+        if not (self.target_ln_width > 0 and self.max_runs >= 0 and self.bootstrap >= 50
+                and 0 < self.min_N < self.max_N):
+            raise UserError("refine needs target_ln_width > 0, max_runs >= 0, bootstrap >= 50, 0 < min_N < max_N")
+
+
+def parse_refine(raw: Any, where: str) -> RefineSpec | None:
+    """The preset's ``[refine]`` table as a RefineSpec (None when absent); UserError if malformed."""
     if raw is None:
         return None
-    from depthwidth.experiments.refine import parse_refine
-
-    return parse_refine(raw, where)
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: refine must be a table")
+    unknown = sorted(set(raw) - REFINE_KEYS)
+    if unknown:
+        raise UserError(f"{where}: unknown refine key(s) {', '.join(unknown)} (known: {', '.join(sorted(REFINE_KEYS))})")
+    types = {f.name: f.type for f in dataclasses.fields(RefineSpec)}
+    vals = {}
+    for k, v in raw.items():
+        want = {"str": str, "float": (int, float), "int": int, "bool": bool}[types[k]]
+        if isinstance(v, bool) != (types[k] == "bool") or not isinstance(v, want):
+            raise UserError(f"{where}: refine.{k} must be a {types[k]}, got {v!r}")
+        vals[k] = float(v) if types[k] == "float" else v
+    return RefineSpec(**vals)
 
 
 def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
@@ -340,7 +385,7 @@ def parse_preset(raw: dict[str, Any], path: Path) -> Preset:
                   widths=widths, seeds=seeds, corpora=tuple(corpora), runs=tuple(runs),
                   expected_minutes=float(minutes) if minutes is not None else None, notes=notes.strip(),
                   lrs=tuple(float(x) for x in lrs), overrides=overrides, scale=scale, lr_rule=lr_rule,
-                  refine=_refine_spec(raw.get("refine"), where))
+                  refine=parse_refine(raw.get("refine"), where))
 
 
 def load_preset(name_or_path: str | Path) -> Preset:

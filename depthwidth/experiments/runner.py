@@ -16,6 +16,7 @@ a dead worker's runs are picked up once its claims go stale.
 
 Layout: a one-corpus preset writes ``DIR/runs/<run_id>/``; a preset over several corpora
 writes ``DIR/<corpus>/runs/<run_id>/``, because a results table (and a fit) holds one corpus.
+``DIR`` is a local or mounted directory (URLs are refused: the engine writes local files).
 
 Progress: train_run's per-run bar, and after every run one line with runs done/total and an ETA
 (:func:`eta_seconds`).
@@ -23,6 +24,7 @@ Progress: train_run's per-run bar, and after every run one line with runs done/t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -30,12 +32,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthwidth.config import RunConfig
+from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims
 from depthwidth.experiments.presets import Preset
@@ -63,14 +65,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) or "corpus"
 
 
-def join(results: str | Path, *parts: str) -> str:
-    """Join path parts onto a local path or an fsspec URL."""
-    base = str(results)
-    if claims.is_url(base):
-        return "/".join([base.rstrip("/"), *parts])
-    return str(Path(base, *parts))
-
-
 def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
     """corpus -> results directory of its runs (module doc: one corpus = DIR itself)."""
     if len(preset.corpora) == 1:
@@ -78,7 +72,7 @@ def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
     names = [_safe(c) for c in preset.corpora]
     if len(set(names)) != len(names):
         raise UserError(f"preset {preset.name}: corpora {list(preset.corpora)} map to the same directory names")
-    return {c: join(results, n) for c, n in zip(preset.corpora, names)}
+    return {c: str(Path(results, n)) for c, n in zip(preset.corpora, names)}
 
 
 def plan(preset: Preset, results: str | Path) -> list[Job]:
@@ -128,8 +122,6 @@ def eta_seconds(done: list[dict[str, Any]], remaining: list[RunConfig], num_work
         return 0.0
     if not timed:
         return None
-    from depthwidth.config import from_dict
-
     spent, work, overhead = 0.0, 0.0, 0.0
     vocab: dict[tuple[str, str], int] = {}
     for r in timed:
@@ -162,7 +154,7 @@ def fmt_duration(seconds: float | None) -> str:
 def compile_cache_dir() -> Path:
     """Where the runner keeps JAX's persistent compilation cache: ``<cache>/jax`` next to the
     prepared corpora (``$DEPTHWIDTH_CACHE`` or ``~/.cache/depthwidth``)."""
-    from depthwidth.models.data import cache_root
+    from depthwidth.data.prepare import cache_root
 
     return cache_root().parent / "jax"
 
@@ -235,13 +227,12 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
 
     Args:
         preset: a loaded :class:`~depthwidth.experiments.presets.Preset`.
-        results: results directory (local path; fsspec URLs work for the claims and record
-            checks, and for training once the engine writes through fsspec).
+        results: results directory (a local or mounted path; a URL raises UserError).
         worker, num_workers: this worker's index I in 0..N-1 and the number of workers N.
         data_dir: corpora directory passed to the engine (default ``$DEPTHWIDTH_DATA``).
         stale_after_s: a claim whose heartbeat is older than this (seconds) is taken over.
         heartbeat_s: heartbeat period (seconds); default stale_after_s / 10.
-        settle_s: wait (seconds) before re-reading a claim made by takeover or remotely.
+        settle_s: wait (seconds) before re-reading a claim made by takeover or without hard links.
         steal: after its own runs, also take runs assigned to other workers that nobody holds.
         progress, verbose: the engine's per-run progress bar and messages.
         compile_cache: True = JAX persistent compilation cache in :func:`compile_cache_dir`,
@@ -254,131 +245,172 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     Ctrl-C or SIGTERM, after releasing the claim. Any other exception from one run is reported
     in ``failed`` and the sweep goes on.
     """
+    hb = _heartbeat_period(stale_after_s, heartbeat_s)
+    jobs = plan(preset, results)
+    order = order_for_worker(jobs, worker, num_workers, steal)
+    if "://" in str(results):
+        raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
+                        "paths only; use a local or mounted (e.g. gcsfuse) directory")
+    sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
+    engine = _Engine(train_fn, compile_cache)
+    train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
+    with _sigterm_raises():
+        for job in order:
+            sweep.run(job, engine, stale_after_s=stale_after_s, settle_s=settle_s, heartbeat_s=hb, train_kw=train_kw)
+    return sweep.finish()
+
+
+def _heartbeat_period(stale_after_s: float, heartbeat_s: float | None) -> float:
+    """The heartbeat period (seconds): ``heartbeat_s``, default stale_after_s / 10, in (0, stale_after_s)."""
     if not stale_after_s > 0:
         raise UserError(f"--stale-after must be > 0 seconds, got {stale_after_s}")
     hb = heartbeat_s if heartbeat_s is not None else stale_after_s / 10.0
     if not 0 < hb < stale_after_s:
         raise UserError(f"heartbeat period must be in (0, stale_after={stale_after_s:g}) seconds, got {hb:g}")
-    jobs = plan(preset, results)
-    order = order_for_worker(jobs, worker, num_workers, steal)
-    if train_fn is None and claims.is_url(results):
-        raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
-                        "paths only; use a local or mounted (e.g. gcsfuse) directory")
-    engine: list[Callable[..., dict[str, Any] | None]] = [train_fn] if train_fn else []
+    return hb
 
-    def trainer() -> Callable[..., dict[str, Any] | None]:
-        # The engine (and jax) load only when a run needs training: a finished sweep stays instant.
-        if not engine:
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """In the main thread, turn SIGTERM into :class:`_Terminated` (restoring the old handler after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _on_term(signum, frame):
+        raise _Terminated("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class _Engine:
+    """The training function, loaded when a run first needs training: a finished sweep never
+    imports jax. The default one also gets JAX's persistent compilation cache."""
+
+    def __init__(self, train_fn: Callable[..., dict[str, Any] | None] | None, compile_cache: str | Path | None | bool):
+        self._fn, self._cache = train_fn, compile_cache
+
+    def get(self) -> Callable[..., dict[str, Any] | None]:
+        if self._fn is None:
             from depthwidth.models.train import train_run
 
-            enable_compile_cache(compile_cache_dir() if compile_cache is True else (compile_cache or None))
-            engine.append(train_run)
-        return engine[0]
+            enable_compile_cache(compile_cache_dir() if self._cache is True else (self._cache or None))
+            self._fn = train_run
+        return self._fn
 
-    stores = {d: claims.open_store(d) for d in {j.results for j in jobs}}
-    t0 = time.perf_counter()
-    report = SweepReport(preset=preset.name, results=str(results), groups=group_dirs(preset, results),
-                         worker=worker, num_workers=num_workers, total=len(jobs))
-    done: dict[str, dict[str, Any]] = {}
-    overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
 
-    def record_of(job: Job) -> dict[str, Any] | None:
-        if job.run_id in done:
-            return done[job.run_id]
-        rec = stores[job.results].read_json(f"runs/{job.run_id}/record.json")
-        if isinstance(rec, dict):
-            done[job.run_id] = rec
-            return rec
-        return None
+def _counts(recs: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """(finished, diverged) among records."""
+    statuses = [r.get("status") for r in recs]
+    return statuses.count("finished"), statuses.count("diverged")
 
-    for j in jobs:
-        record_of(j)
-    report.done_before = len(done)
-    tag = f"[sweep {preset.name}" + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]")
 
-    def status_line() -> str:
-        for j in jobs:  # count what other workers finished meanwhile too
-            if j.run_id not in done:
-                record_of(j)
-        left = [j.cfg for j in jobs if j.run_id not in done]
-        n_div = sum(1 for r in done.values() if r.get("status") == "diverged")
-        eta = eta_seconds(list(done.values()), left, num_workers,
-                          sum(overheads) / len(overheads) if overheads else None)
-        extra = f", {n_div} diverged" if n_div else ""
-        extra += f", {len(report.failed)} failed" if report.failed else ""
-        return (f"{tag} {len(done)}/{len(jobs)} runs done{extra}; trained here {len(report.trained)}; "
-                f"ETA {fmt_duration(eta)}" + (f" ({len(left)} left)" if left else ""))
+class _Sweep:
+    """One worker's pass over a sweep: the records seen so far (its own and other workers'),
+    the runs other workers hold, the report, and the progress lines."""
 
-    log(f"{tag} {len(jobs)} runs, {report.done_before} already done, results in {results}")
-    main = threading.current_thread() is threading.main_thread()
-    old_term = None
-    if main:
-        def _on_term(signum, frame):
-            raise _Terminated("SIGTERM")
+    def __init__(self, preset: Preset, results: str | Path, jobs: list[Job], *, worker: int, num_workers: int,
+                 log: Callable[[str], None]):
+        self.jobs, self.log, self.t0 = jobs, log, time.perf_counter()
+        self.stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
+        self.done: dict[str, dict[str, Any]] = {}
+        self.busy: dict[str, str] = {}
+        self.overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
+        self.report = SweepReport(preset=preset.name, results=str(results), groups=group_dirs(preset, results),
+                                  worker=worker, num_workers=num_workers, total=len(jobs))
+        self.refresh()
+        self.report.done_before = len(self.done)
+        self.tag = f"[sweep {preset.name}" + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]")
+        log(f"{self.tag} {len(jobs)} runs, {self.report.done_before} already done, results in {results}")
 
-        old_term = signal.signal(signal.SIGTERM, _on_term)
-    busy: dict[str, str] = {}
-    try:
-        for job in order:
-            if record_of(job) is not None:
-                continue
-            store = stores[job.results]
-            claim, why = claims.try_claim(store, job.run_id, worker=worker, num_workers=num_workers,
-                                          stale_after_s=stale_after_s, settle_s=settle_s, log=log)
-            if claim is None:
-                busy[job.run_id] = why
-                continue
-            busy.pop(job.run_id, None)
+    def record_of(self, job: Job) -> dict[str, Any] | None:
+        if job.run_id not in self.done:
+            rec = self.stores[job.results].read_json(f"runs/{job.run_id}/record.json")
+            if not isinstance(rec, dict):
+                return None
+            self.done[job.run_id] = rec
+        return self.done[job.run_id]
+
+    def refresh(self) -> None:
+        """Read the records that appeared since (other workers finish runs too)."""
+        for j in self.jobs:
+            self.record_of(j)
+
+    def run(self, job: Job, engine: _Engine, *, stale_after_s: float, settle_s: float, heartbeat_s: float,
+            train_kw: dict[str, Any]) -> None:
+        """Claim ``job``, train it, release it; skipped when it has a record or another worker holds it."""
+        if self.record_of(job) is not None:
+            return
+        store = self.stores[job.results]
+        claim, why = claims.try_claim(store, job.run_id, worker=self.report.worker, num_workers=self.report.num_workers,
+                                      stale_after_s=stale_after_s, settle_s=settle_s, log=self.log)
+        if claim is None:
+            self.busy[job.run_id] = why
+            return
+        self.busy.pop(job.run_id, None)
+        try:
+            if self.record_of(job) is None:  # not finished by another worker just before our claim
+                self._train(job, store, claim, engine, heartbeat_s, train_kw)
+        finally:
+            claims.release(store, claim)
+
+    def _train(self, job: Job, store, claim, engine: _Engine, heartbeat_s: float, train_kw: dict[str, Any]) -> None:
+        m = job.cfg.model
+        self.log(f"{self.tag} training {job.run_id} (L={m.n_layer} d={m.d_model} seed={job.cfg.train.seed} "
+                 f"corpus={job.corpus}; {len(self.done)}/{len(self.jobs)} done)")
+        train = engine.get()  # outside the per-run handler: an engine that cannot load is not a run failure
+        t_run = time.perf_counter()
+        with claims.Heartbeat(store, claim, heartbeat_s, log=self.log):
             try:
-                if record_of(job) is not None:  # finished by another worker just before our claim
-                    continue
-                log(f"{tag} training {job.run_id} (L={job.cfg.model.n_layer} d={job.cfg.model.d_model} "
-                    f"seed={job.cfg.train.seed} corpus={job.corpus}; {len(done)}/{len(jobs)} done)")
-                train = trainer()  # outside the per-run try: an engine that cannot load is not a run failure
-                t_run = time.perf_counter()
-                with claims.Heartbeat(store, claim, hb, log=log):
-                    try:
-                        rec = train(job.cfg, job.results, data_dir=data_dir, resume=True,
-                                    progress=progress, verbose=verbose)
-                    except (UserError, KeyboardInterrupt):
-                        raise
-                    except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
-                        report.failed.append({"run_id": job.run_id, "error": f"{type(e).__name__}: {e}"})
-                        log(f"{tag} run {job.run_id} failed:\n{traceback.format_exc()}")
-                        continue
-                if rec is not None:
-                    done[job.run_id] = rec
-                    report.trained.append(job.run_id)
-                    if isinstance(rec.get("wall_s"), (int, float)):
-                        overheads.append(max(0.0, time.perf_counter() - t_run - rec["wall_s"]))
-                    if rec.get("status") == "diverged":
-                        log(f"{tag} {job.run_id} diverged (recorded)")
-                log(status_line())
-            finally:
-                claims.release(store, claim)
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, old_term)
+                rec = train(job.cfg, job.results, **train_kw)
+            except (UserError, KeyboardInterrupt):
+                raise
+            except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
+                self.report.failed.append({"run_id": job.run_id, "error": f"{type(e).__name__}: {e}"})
+                self.log(f"{self.tag} run {job.run_id} failed:\n{traceback.format_exc()}")
+                return
+        if rec is not None:
+            self.done[job.run_id] = rec
+            self.report.trained.append(job.run_id)
+            if isinstance(rec.get("wall_s"), (int, float)):
+                self.overheads.append(max(0.0, time.perf_counter() - t_run - rec["wall_s"]))
+            if rec.get("status") == "diverged":
+                self.log(f"{self.tag} {job.run_id} diverged (recorded)")
+        self.log(self.status_line())
 
-    for j in jobs:  # runs other workers finished while this one worked
-        if j.run_id not in done:
-            record_of(j)
-    report.busy = [{"run_id": k, "why": v} for k, v in busy.items() if k not in done]
-    report.finished = sum(1 for r in done.values() if r.get("status") == "finished")
-    report.diverged = sum(1 for r in done.values() if r.get("status") == "diverged")
-    report.remaining = sum(1 for j in jobs if j.run_id not in done)
-    report.wall_s = time.perf_counter() - t0
-    return report
+    def status_line(self) -> str:
+        self.refresh()
+        left = [j.cfg for j in self.jobs if j.run_id not in self.done]
+        n_div = _counts(self.done.values())[1]
+        eta = eta_seconds(list(self.done.values()), left, self.report.num_workers,
+                          sum(self.overheads) / len(self.overheads) if self.overheads else None)
+        extra = f", {n_div} diverged" if n_div else ""
+        extra += f", {len(self.report.failed)} failed" if self.report.failed else ""
+        return (f"{self.tag} {len(self.done)}/{len(self.jobs)} runs done{extra}; trained here "
+                f"{len(self.report.trained)}; ETA {fmt_duration(eta)}" + (f" ({len(left)} left)" if left else ""))
+
+    def finish(self) -> SweepReport:
+        """The report, counted over every record now on disk."""
+        self.refresh()
+        rep = self.report
+        rep.busy = [{"run_id": k, "why": v} for k, v in self.busy.items() if k not in self.done]
+        rep.finished, rep.diverged = _counts(self.done.values())
+        rep.remaining = sum(1 for j in self.jobs if j.run_id not in self.done)
+        rep.wall_s = time.perf_counter() - self.t0
+        return rep
 
 
 def _recount(preset: Preset, results: str | Path, rep: SweepReport) -> None:
     """Set the report's whole-sweep counts from the records now on disk."""
     jobs = plan(preset, results)
-    stores = {d: claims.open_store(d) for d in {j.results for j in jobs}}
+    stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
     recs = {j.run_id: stores[j.results].read_json(f"runs/{j.run_id}/record.json") for j in jobs}
     recs = {k: v for k, v in recs.items() if isinstance(v, dict)}
-    rep.finished = sum(1 for r in recs.values() if r.get("status") == "finished")
-    rep.diverged = sum(1 for r in recs.values() if r.get("status") == "diverged")
+    rep.finished, rep.diverged = _counts(recs.values())
     rep.remaining = len(jobs) - len(recs)
     rep.busy = [b for b in rep.busy if b["run_id"] not in recs]
 

@@ -3,18 +3,25 @@
 Stable API (import from the modules; this package imports nothing so ``depthwidth query`` stays
 light):
 
+    options.FitOptions(pairs=, assign=, bootstrap=, resample=, seed=)   the fit's options and their
+                                                    defaults; .kwargs() for the two functions below;
+                                                    options.MIN_FRACTION (crossing share to be fitted)
     table.load_table(results) -> ResultsTable       runs / cells (per (n_layer, d_model): N, ln_N,
                                                     n_seeds, mean, std, sem) / excluded / unfinished
+                                                    (kind "train" records; other kinds set aside)
     transitions.compute_transitions(table, pairs=, assign=, bootstrap=, resample=, seed=)
                                    -> (list[TransitionPoint], boot ln N* array (B, n_pairs))
     transitions.find_crossing(x_s, y_s, x_d, y_d) -> Crossing    (x = ln N, y = mean test loss)
     lawfit.fit_law(L, ln_d, sigma) -> LawFit          weighted least squares line
-    lawfit.build_fit(table, ...) -> dict              the fit-file dict (format in law's docstring)
+    lawfit.build_fit(table, ..., conventions=True) -> dict   the fit-file dict (format in law's
+                                                    docstring); by_assign: the law per depth convention
+    transitions.format_interval(ci, open_side, N_range) -> str   a 95% interval of N* as text
+    lrscan.load_scan(results, c, power) -> rows      per shape: best lr, what lr = c/d^power costs
     law.levine2020(), law.load_law(spec), law.law_from_fit_dict(d, source) -> Law
     projections.optimal_depth(N, law, vocab=0), law_width(L, law), transition_params(L, law),
     projections.query_budget / query_depth / query_shape(...) -> dict   (what ``query`` prints)
     projections.classify(depth, optimal, tolerance) -> "too deep" | "too wide" | "near optimal"
     synthetic.write_synthetic(results, Surface(...)) -> dict   known-law record.json files
 
-CLI: ``depthwidth fit`` and ``depthwidth query`` (:mod:`depthwidth.fits.cli`).
+CLI: ``depthwidth fit``, ``depthwidth lrscan`` and ``depthwidth query`` (:mod:`depthwidth.fits.cli`).
 """

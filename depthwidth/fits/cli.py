@@ -1,4 +1,5 @@
-"""``depthwidth fit`` (sweep results -> transition points -> law JSON) and ``depthwidth query``
+"""``depthwidth fit`` (sweep results -> transition points -> law JSON), ``depthwidth lrscan``
+(a learning-rate scan -> the best lr per shape and what an lr rule costs) and ``depthwidth query``
 (law -> optimal shape for a budget, transition size of a depth, verdict on a shape).
 
 Nothing heavy at module level: ``query`` imports only the stdlib-light law/projections modules
@@ -12,8 +13,9 @@ import argparse
 import math
 from typing import Any
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
 
 
@@ -22,15 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Locate where deeper networks start to win (per depth pair), fit "
                                    "ln d_x = a + b*L by weighted least squares, write the fit JSON.")
     p.add_argument("--results", required=True, help="results directory (RESULTS/runs/*/record.json)")
-    p.add_argument("--pairs", default="doubling", help="depth pairs: doubling (L, 2L) or adjacent (default doubling)")
-    p.add_argument("--assign", default="geom",
+    p.add_argument("--pairs", default=FitOptions.pairs,
+                   help=f"depth pairs: doubling (L, 2L) or adjacent (default {FitOptions.pairs})")
+    p.add_argument("--assign", default=FitOptions.assign,
                    help="depth given to a point: geom sqrt(Ls*Ld) (default), arith, shallow, deep")
-    p.add_argument("--bootstrap", default="1000", help="bootstrap replicates (default 1000)")
-    p.add_argument("--resample", default="paired",
-                   help="bootstrap: paired (default: the same seeds drawn for every cell, plus the test-set "
-                        "chunks when recorded), pooled (residuals of all widths of a depth) or seeds (the "
+    p.add_argument("--bootstrap", default=str(FitOptions.bootstrap),
+                   help=f"bootstrap replicates (default {FitOptions.bootstrap})")
+    p.add_argument("--resample", default=FitOptions.resample,
+                   help=f"bootstrap: {FitOptions.resample} (default: the same seeds drawn for every cell, plus the "
+                        "test-set chunks when recorded), pooled (residuals of all widths of a depth) or seeds (the "
                         "cell's own); add +widths to pooled/seeds to also resample widths")
-    p.add_argument("--seed", default="0", help="bootstrap random seed (default 0)")
+    p.add_argument("--seed", default=str(FitOptions.seed), help=f"bootstrap random seed (default {FitOptions.seed})")
     p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
     add_json_flag(p)
     p.set_defaults(func=_fit)
@@ -68,8 +72,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------- formatting
-
-
 
 
 def _ci_text(ci: dict | None, key: str, fmt) -> str:
@@ -204,15 +206,15 @@ def _query(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from depthwidth.experiments.records import write_json_atomic
     from depthwidth.fits.lawfit import build_fit
     from depthwidth.fits.table import load_table
+    from depthwidth.records import write_json_atomic
 
-    bootstrap = parse_int(args.bootstrap, name="--bootstrap", minimum=2)
-    seed = parse_int(args.seed, name="--seed", minimum=0)
+    options = FitOptions(pairs=args.pairs, assign=args.assign,
+                         bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
+                         resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
     table = load_table(args.results)
-    fit = build_fit(table, pairs=args.pairs, assign=args.assign, bootstrap=bootstrap,
-                    resample=args.resample, seed=seed)
+    fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"
     write_json_atomic(out, fit)
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.

@@ -31,15 +31,9 @@ import numpy as np
 
 from depthwidth import __version__
 from depthwidth.errors import UserError
-from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
-from depthwidth.fits.transitions import (
-    ASSIGN,
-    MIN_FRACTION,
-    USABLE,
-    TransitionPoint,
-    assigned_depth,
-    compute_transitions,
-)
+from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
+from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
+from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
@@ -140,7 +134,7 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
 
 
 THEORY_SLOPE = math.log(3.0)  # ln d_x = ln 3 · L at the threshold L = log_3 d_x (DESIGN §1.3)
-PAPER_SLOPE = 0.0555  # Levine et al. 2020 v3, the fitted b (fits.law.LEVINE2020)
+PAPER_SLOPE = levine2020().b  # Levine et al. 2020 v3, the fitted b (0.0555)
 ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (curve_fit absolute_sigma=True); "
                     "cov_scaled: cov * max(1, chi2_red) (Birge ratio); bootstrap.cov: the line refitted on "
                     "every replicate in which all fitted pairs cross")
@@ -190,12 +184,13 @@ def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | No
     return law
 
 
-def build_fit(table, *, pairs: str = "doubling", assign: str = "geom", bootstrap: int = 1000,
-              resample: str = "paired", seed: int = 0, conventions: bool = True) -> dict[str, Any]:
+def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
+              bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
+              seed: int = FitOptions.seed, conventions: bool = True) -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 points are fitted (a crossing in >= 95% of the
-    bootstrap replicates, transitions.MIN_FRACTION, and a finite error); otherwise status
+    bootstrap replicates, options.MIN_FRACTION, and a finite error); otherwise status
     "insufficient" and law null (no exception: a result, not bad input). With ``conventions``
     the law is refitted under every depth-assignment convention (``by_assign``: the same
     replicates, only the depth given to each point changes). Raises UserError for bad options.

@@ -70,10 +70,11 @@ def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0) -> li
 
 
 def load_scan(results: str | Path, c: float, power: float = 1.0) -> list[dict[str, Any]]:
-    """:func:`scan_rows` over every record under ``results``; UserError if none is usable."""
-    from depthwidth.experiments.records import iter_records
+    """:func:`scan_rows` over every training record under ``results`` (records of other kinds
+    are set aside, as in the results table); UserError if none is usable."""
+    from depthwidth.records import TRAIN, iter_records, kind_of
 
-    rows = scan_rows(iter_records(results), c, power)
+    rows = scan_rows([r for r in iter_records(results) if kind_of(r) == TRAIN], c, power)
     if not rows:
         raise UserError(f"{results}: no shape has finished runs at two or more learning rates")
     return rows

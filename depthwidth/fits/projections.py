@@ -34,6 +34,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.fits.law import Law
+from depthwidth.theory.accounting import kaplan_n, stack_n
 
 # Near optimal when the depth is within ±10 % (multiplicatively) of the optimal depth: about one
 # layer at L ≈ 10 and well inside the factor-2 spacing of the doubling pairs that locate the law.
@@ -52,17 +53,6 @@ def law_width(L: float, law: Law) -> float:
 def transition_params(L: float, law: Law) -> float:
     """Non-embedding size N(L) = 12·L·exp(2a + 2b·L) (parameters) at which depth L is optimal."""
     return 12.0 * L * math.exp(2.0 * law.a + 2.0 * law.b * L)
-
-
-def kaplan_params(L: float, d: float) -> float:
-    """Non-embedding count 12·L·d² (Kaplan et al. 2020), the N of the law."""
-    return 12.0 * L * d * d
-
-
-def exact_stack_params(L: float, d: float) -> float:
-    """Exact GPT-2 block-stack count L·(12d² + 13d) + 2d (DESIGN §1.1: QKV, output, MLP with
-    biases, two LayerNorms per block, plus the final LayerNorm). Float for non-integer shapes."""
-    return L * (12.0 * d * d + 13.0 * d) + 2.0 * d
 
 
 def _log_budget(L: float, a: float, b: float, vocab: float) -> float:
@@ -129,14 +119,14 @@ def rounded_shape(budget: float, depth: float, vocab: float = 0, multiple: int =
     n_layer = max(1, int(round(depth)))
     d_exact = (-vocab + math.sqrt(vocab * vocab + 48.0 * n_layer * budget)) / (24.0 * n_layer)
     d_model = max(multiple, multiple * int(round(d_exact / multiple)))
-    n_ne = kaplan_params(n_layer, d_model)
+    n_ne = float(kaplan_n(n_layer, d_model))  # counts are floats here, as for real-valued shapes
     spent = n_ne + vocab * d_model
     out = {
         "n_layer": n_layer,
         "d_model": d_model,
         "multiple": multiple,
         "non_embedding_params": n_ne,
-        "non_embedding_params_exact": exact_stack_params(n_layer, d_model),
+        "non_embedding_params_exact": float(stack_n(n_layer, d_model)),
         "budget_rel_error": (spent - budget) / budget,
     }
     if vocab:
@@ -238,8 +228,8 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         "vocab": vocab,
         "optimal_depth": depth,
         "optimal_width": width,
-        "non_embedding_params": kaplan_params(depth, width),
-        "non_embedding_params_exact": exact_stack_params(depth, width),
+        "non_embedding_params": kaplan_n(depth, width),
+        "non_embedding_params_exact": stack_n(depth, width),
         "embedding_params": vocab * width,
         "aspect_ratio": width / depth,
         "ci": None,
@@ -324,7 +314,7 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
     """
     if not (depth > 0 and width > 0 and math.isfinite(depth) and math.isfinite(width)):
         raise UserError(f"shape must have positive depth and width, got {depth!r} x {width!r}")
-    n_ne = kaplan_params(depth, width)
+    n_ne = kaplan_n(depth, width)
     budget = n_ne + vocab * width
     opt = optimal_depth(budget, law, vocab)
     out: dict[str, Any] = {
@@ -333,7 +323,7 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
         "d_model": width,
         "vocab": vocab,
         "non_embedding_params": n_ne,
-        "non_embedding_params_exact": exact_stack_params(depth, width),
+        "non_embedding_params_exact": stack_n(depth, width),
         "budget": budget,
         "optimal_depth": opt,
         "optimal_width": law_width(opt, law),

@@ -16,9 +16,9 @@ width there at depth L' is exp(a + b·L'): fitting with ``--assign geom`` ("log"
 ``--assign arith`` ("linear") must recover (a, b). Below N* the deeper one is further from the
 optimum (worse); above it, nearer (better), the sign pattern the transition finder expects.
 
-Records are real ``record.json`` files in the format of
-:mod:`depthwidth.experiments.records`, written with ``write_json_atomic``; config.data.corpus
-is "synthetic" and device "synthetic" so they cannot be mistaken for trained runs.
+Records are real ``record.json`` files, :class:`depthwidth.records.Record` of kind "train"
+written with :func:`depthwidth.records.write_record`; config.data.corpus is "synthetic" and
+device "synthetic" so they cannot be mistaken for trained runs.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import numpy as np
 
 from depthwidth.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
-from depthwidth.experiments.records import SCHEMA, run_dir, write_json_atomic
 from depthwidth.fits.law import Law
-from depthwidth.fits.projections import exact_stack_params, optimal_depth, transition_params
+from depthwidth.fits.projections import optimal_depth, transition_params
+from depthwidth.records import Record, params_of, run_dir, write_json_atomic, write_record
+from depthwidth.theory.accounting import kaplan_n, width_for_budget
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ def write_synthetic(results: str | Path, surface: Surface = Surface(), *, depths
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     n_written = n_div = 0
     for L in depths:
-        widths = sorted({max(n_head, n_head * int(round(math.sqrt(N / (12 * L)) / n_head))) for N in grid})
+        widths = sorted({max(n_head, n_head * int(round(width_for_budget(N, L) / n_head))) for N in grid})
         for d in widths:
-            N = 12.0 * L * d * d
+            N = float(kaplan_n(L, d))
             mean = surface.loss(N, L)
             for s in range(n_seeds):
                 _write_record(results, L, d, n_head, vocab_size, seq_len, s, "finished",
@@ -133,17 +134,10 @@ def _config(L: int, d: int, n_head: int, vocab_size: int, seq_len: int, seed: in
 def _write_record(results, L, d, n_head, vocab_size, seq_len, seed, status, test_loss, now) -> None:
     cfg = _config(L, d, n_head, vocab_size, seq_len, seed)
     t = cfg.train
-    rec = {
-        "schema": SCHEMA, "run_id": cfg.run_id(), "status": status, "config": cfg.to_dict(),
-        "n_layer": L, "d_model": d, "n_head": n_head, "vocab_size": vocab_size, "seq_len": seq_len,
-        "seed": seed,
-        "params": {"non_embedding": int(exact_stack_params(L, d)), "kaplan": 12 * L * d * d,
-                   "embedding": vocab_size * d + seq_len * d,
-                   "total": int(exact_stack_params(L, d)) + vocab_size * d + seq_len * d},
-        "tokens": t.steps * t.batch_size * seq_len, "steps": t.steps,
-        "train_loss": test_loss, "val_loss": test_loss, "test_loss": test_loss,
-        "wall_s": 0.0, "compile_s": 0.0, "tokens_per_s": None, "mfu": None, "flops_per_token": None,
-        "mfu_convention": None, "git_rev": None, "versions": {"synthetic": "depthwidth.fits.synthetic"},
-        "device": "synthetic", "finished_at": now,
-    }
-    write_json_atomic(run_dir(results, cfg.run_id()) / "record.json", rec)
+    write_record(results, Record(
+        run_id=cfg.run_id(), status=status, config=cfg.to_dict(),
+        n_layer=L, d_model=d, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len, seed=seed,
+        params=params_of(L, d, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len),
+        tokens=t.steps * t.batch_size * seq_len, steps=t.steps,
+        train_loss=test_loss, val_loss=test_loss, test_loss=test_loss, wall_s=0.0, compile_s=0.0,
+        versions={"synthetic": "depthwidth.fits.synthetic"}, device="synthetic", finished_at=now))

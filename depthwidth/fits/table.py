@@ -1,14 +1,16 @@
 """Results table: run records -> one row per run and one row per (depth, width) cell.
 
-Reads ``RESULTS/runs/*/record.json`` with :func:`depthwidth.experiments.records.iter_records`
-(format documented there). A run is *used* when its status is "finished" and its test_loss is a
-finite number; diverged runs, finished runs without a finite test loss, and run directories with
-no record.json (unfinished or crashed) are listed with a reason and never averaged in.
+Reads ``RESULTS/runs/*/record.json`` with :func:`depthwidth.records.iter_records` (format
+documented there). Only records of kind "train" are rows of the table; records of other
+experiment kinds in the same directory are set aside (``other_kinds``), never averaged in. A
+run is *used* when its status is "finished" and its test_loss is a finite number; diverged
+runs, finished runs without a finite test loss, and run directories with no record.json
+(unfinished or crashed) are listed with a reason and never averaged in.
 
 Cells are keyed by (n_layer, d_model). All seeds in a cell must share the rest of their
-configuration (the RunConfig identity minus train.seed): averaging runs trained differently
-would be silently wrong, so a mixed cell raises UserError. Different cells may differ (e.g.
-steps scaled with size).
+configuration (the RunConfig identity, :meth:`depthwidth.config.RunConfig.identity`, minus
+train.seed): averaging runs trained differently would be silently wrong, so a mixed cell raises
+UserError. Different cells may differ (e.g. steps scaled with size).
 
 N in the table is ``params["kaplan"]`` = 12·L·d² (Kaplan et al. 2020), the N of Levine et al.'s
 fit; the exact non-embedding count ``params["non_embedding"]`` is carried alongside.
@@ -18,15 +20,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from depthwidth.config import OPERATIONAL_MODEL_FIELDS, OPERATIONAL_TRAIN_FIELDS
+from depthwidth.config import from_dict
 from depthwidth.errors import UserError
-from depthwidth.experiments.records import iter_records
+from depthwidth.records import TRAIN, iter_records, kind_of
+from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
                "N", "N_exact", "N_embedding", "tokens", "steps", "context", "chunks"]
@@ -42,7 +45,8 @@ class ResultsTable:
     run ids whose directory has no record.json; losses: per cell, the used seeds' test losses
     as a float list (what the bootstrap resamples), in the order of the cell's ``seeds``;
     chunks: per cell, the used seeds' ``test_loss_chunks`` (a list per seed, same order), or None
-    when any of its records lacks them (records made before they existed)."""
+    when any of its records lacks them (records made before they existed); other_kinds: run id ->
+    kind of the records that are not training runs (not in the table)."""
 
     results: str
     runs: pd.DataFrame
@@ -51,6 +55,7 @@ class ResultsTable:
     unfinished: list[str]
     losses: dict[tuple[int, int], list[float]]
     chunks: dict[tuple[int, int], list[list[float]] | None] | None = None
+    other_kinds: dict[str, str] = field(default_factory=dict)
 
     def depths(self) -> list[int]:
         return sorted(int(x) for x in self.cells["n_layer"].unique())
@@ -78,19 +83,17 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _context(config: Any) -> str:
-    """The run's identity minus shape and seed, as canonical JSON (what seeds must share)."""
+def _context(config: Any, source: str) -> str:
+    """The run's identity (the one rule, RunConfig.identity) minus the seed, as canonical JSON:
+    what the seeds of one cell must share. Raises UserError naming ``source`` for a bad config."""
     if not isinstance(config, dict):
         return "null"
-    c = json.loads(json.dumps(config))
-    c.pop("mesh", None)
-    train = c.get("train") if isinstance(c.get("train"), dict) else {}
-    for k in ("seed", *OPERATIONAL_TRAIN_FIELDS):
-        train.pop(k, None)
-    model = c.get("model") if isinstance(c.get("model"), dict) else {}
-    for k in OPERATIONAL_MODEL_FIELDS:
-        model.pop(k, None)
-    return json.dumps(c, sort_keys=True, separators=(",", ":"))
+    try:
+        identity = from_dict(config).identity()
+    except (UserError, TypeError) as e:
+        raise UserError(f"{source}: config is not a valid run config: {e}") from None
+    identity["train"].pop("seed")
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
 def _exclusion_reason(rec: dict[str, Any]) -> str | None:
@@ -110,12 +113,12 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
     if not (isinstance(L, int) and isinstance(d, int) and L >= 1 and d >= 1):
         raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
     # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
-    N = params.get("kaplan", 12 * L * d * d)
+    N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
         "N": float(N), "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
-        "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config")),
+        "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config"), source),
         "chunks": rec.get("test_loss_chunks"),
     }
 
@@ -126,10 +129,11 @@ def load_table(results: str | Path) -> ResultsTable:
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
     configurations differ beyond the seed, or no run is usable.
     """
-    records = iter_records(results)
+    every = iter_records(results)
+    records = [r for r in every if kind_of(r) == TRAIN]
     root = Path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
-    recorded = {r["run_id"] for r in records}
+    recorded = {r["run_id"] for r in every}
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     reasons = [_exclusion_reason(r) for r in records]
@@ -168,4 +172,5 @@ def load_table(results: str | Path) -> ResultsTable:
         })
     cells = pd.DataFrame(cells_rows, columns=CELL_COLUMNS)
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
-                        unfinished=unfinished, losses=losses, chunks=chunks)
+                        unfinished=unfinished, losses=losses, chunks=chunks,
+                        other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN})

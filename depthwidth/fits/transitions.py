@@ -103,11 +103,8 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.fits.options import ASSIGN, MIN_FRACTION, PAIRS, RESAMPLE, FitOptions
 
-ASSIGN = ("geom", "arith", "shallow", "deep")
-PAIRS = ("doubling", "adjacent")
-RESAMPLE = ("paired", "pooled", "seeds", "pooled+widths", "seeds+widths")
-MIN_FRACTION = 0.95  # share of bootstrap replicates that must cross for a point to be fitted
 USABLE = ("crossing", "multiple")  # statuses with an N*
 
 
@@ -391,8 +388,9 @@ def _summarise(tp: TransitionPoint, x: float | None, xb: np.ndarray, Ls: int, Ld
     tp.fitted = tp.status in USABLE and tp.bootstrap_fraction >= MIN_FRACTION and tp.sigma_ln_d_x is not None
 
 
-def compute_transitions(table, *, pairs: str = "doubling", assign: str = "geom", bootstrap: int = 1000,
-                        resample: str = "paired", seed: int = 0) -> tuple[list[TransitionPoint], np.ndarray]:
+def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
+                        bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
+                        seed: int = FitOptions.seed) -> tuple[list[TransitionPoint], np.ndarray]:
     """Transition points of ``table`` (a :class:`~depthwidth.fits.table.ResultsTable`) for the
     selected depth pairs, with bootstrap uncertainties.
 

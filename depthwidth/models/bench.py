@@ -16,7 +16,7 @@ import numpy as np
 from depthwidth.config import RunConfig
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
-from depthwidth.models.train import MFU_CONVENTION, build_engine
+from depthwidth.models.engine import MFU_CONVENTION, build_engine
 
 
 def bench_train(cfg: RunConfig, steps: int = 20, warmup: int = 3, verbose: bool = False) -> dict:

@@ -1,30 +1,14 @@
-"""CLI for the training engine: ``depthwidth train`` and ``depthwidth bench train``."""
+"""CLI for the training engine: ``depthwidth bench train`` (``depthwidth train`` is in experiments.cli: it starts from a preset)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train one run and write its result record")
-    p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu)")
-    p.add_argument("--config", help="a TOML file with [model] [data] [train] [mesh] tables")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override a config field (repeatable), e.g. --set model.n_layer=6")
-    p.add_argument("--out", required=True, help="results directory (records go to OUT/runs/<run_id>/)")
-    p.add_argument("--data-dir", help="directory with the raw corpora (default: $DEPTHWIDTH_DATA)")
-    p.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
-    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (needs tensorboardX)")
-    p.add_argument("--distributed", action="store_true",
-                   help="call jax.distributed.initialize() first (multi-host TPU VMs)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_json_flag(p)
-    p.set_defaults(func=_train)
-
     b = sub.add_parser("bench", help="benchmarks")
     bsub = b.add_subparsers(dest="bench_what", metavar="WHAT", required=True)
     bt = bsub.add_parser("train", help="time the real train step (tokens/s, FLOP/s, MFU)")
@@ -40,43 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--mesh", default="0x1", help="DATAxMODEL mesh, 0 = all remaining devices (default 0x1)")
     add_json_flag(bt)
     bt.set_defaults(func=_bench)
-
-
-def _base_config(args):
-    from depthwidth import config as C
-
-    if args.preset and args.config:
-        raise UserError("give --preset or --config, not both")
-    if args.preset:
-        from depthwidth.experiments.presets import load_preset
-
-        cfg = load_preset(args.preset).base
-    elif args.config:
-        cfg = C.from_dict(C.load_toml(args.config))
-    else:
-        cfg = C.RunConfig()
-    return C.override(cfg, args.overrides)
-
-
-def _train(args) -> int:
-    cfg = _base_config(args)
-    if args.distributed:
-        import jax
-
-        jax.distributed.initialize()
-    from depthwidth.models.train import train_run
-
-    rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,
-                    progress=not args.quiet and sys.stderr.isatty(), tensorboard=args.tensorboard)
-    text = (f"{rec['run_id']}: {rec['status']}  test_loss={_f(rec['test_loss'])} val_loss={_f(rec['val_loss'])} "
-            f"nats/token  tokens={rec['tokens']:,}  {_f(rec['tokens_per_s'], '.0f')} tokens/s  "
-            f"mfu={_f(rec['mfu'], '.3f')}  -> {args.out}/runs/{rec['run_id']}/record.json")
-    emit(args, rec, text)
-    return 0 if rec["status"] == "finished" else 1
-
-
-def _f(v, fmt: str = ".4f") -> str:
-    return "n/a" if v is None else format(v, fmt)
 
 
 def _bench(args) -> int:

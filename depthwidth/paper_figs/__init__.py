@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from depthwidth.fits.options import FitOptions
+
 __all__ = ["make_all"]
 
 
 def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
-             out_dir: str | Path | None = None) -> list[Path]:
+             out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> list[Path]:
     """Write the four paper figures (PNG and PDF each) to ``out_dir`` (default
     ``results_dir/figures``) from the records under ``results_dir`` and the fit file
-    ``fit_path`` (computed in memory with the fits package when None). Returns the paths
-    written, PNG then PDF per figure. Raises UserError for a missing or empty results directory
-    or a malformed fit file."""
+    ``fit_path`` (computed in memory with the fits package and ``options`` when None). Returns
+    the paths written, PNG then PDF per figure. Raises UserError for a missing or empty results
+    directory or a malformed fit file."""
     from depthwidth.paper_figs.make import make_all as _make_all
 
-    return _make_all(results_dir, fit_path, out_dir)
+    return _make_all(results_dir, fit_path, out_dir, options)

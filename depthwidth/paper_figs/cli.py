@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:

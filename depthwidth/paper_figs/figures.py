@@ -19,16 +19,9 @@ from typing import Any
 import numpy as np
 
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, depth_colors
+from depthwidth.units import format_count
 
 NAMES = ("fig1_loss_vs_params", "fig2_width_vs_depth", "fig3_optimal_depth", "fig4_separation_rank")
-
-
-def _fmt_n(n: float) -> str:
-    """1.2e6 -> '1.2M'; parameter counts as people say them."""
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return f"{n:.3g}"
 
 
 def _pair(p: dict[str, Any]) -> str:
@@ -101,20 +94,20 @@ def loss_vs_params(inputs) -> tuple[Any, str]:
     notes, crossed, any_ci = [], [], False
     pairs = inputs.transitions()
     for k, p in enumerate(p for p in pairs if p.get("N_star")):
-        ci = p.get("N_star_ci95")
-        if ci:
+        ci, rng = p.get("N_star_ci95"), p.get("N_range")
+        if ci and rng:  # an open bound (N* beyond the measured range there) is drawn to the range's end
             any_ci = True
-            ax.axvspan(ci[0], ci[1], color=COLORS["transition"], alpha=0.12, lw=0, zorder=1)
+            ax.axvspan(ci[0] or rng[0], ci[1] or rng[1], color=COLORS["transition"], alpha=0.12, lw=0, zorder=1)
         ax.axvline(p["N_star"], color=COLORS["transition"], ls="--", lw=1.1, zorder=1)
         # Stagger the pair labels so neighbouring transitions do not print on top of each other.
         ax.text(p["N_star"], 0.98 - 0.06 * (k % 3), f" {_pair(p)}", transform=trans, fontsize=8,
                 va="top", ha="left", color=COLORS["neutral"])
         flag = " (several crossings: last one)" if p.get("status") == "multiple" else ""
-        crossed.append(f"{_pair(p)} N* = {_fmt_n(p['N_star'])}{flag}")
+        crossed.append(f"{_pair(p)} N* = {format_count(p['N_star'])}{flag}")
     for p in pairs:
         if not p.get("N_star"):
             rng = p.get("N_range")
-            where = f" on N = {_fmt_n(rng[0])}–{_fmt_n(rng[1])}" if rng else ""
+            where = f" on N = {format_count(rng[0])}–{format_count(rng[1])}" if rng else ""
             notes.append(f"{_pair(p)}: no crossing{where}: {p.get('meaning') or p.get('status')}")
     if crossed:
         ax.plot([], [], ls="--", color=COLORS["transition"], label="transition N*")

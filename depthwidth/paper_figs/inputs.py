@@ -4,7 +4,8 @@ Figures never train anything (DESIGN §2: config → run → record → table �
 table comes from ``RESULTS/runs/*/record.json`` via :func:`depthwidth.fits.table.load_table`;
 the fit is either a fit JSON file written by ``depthwidth fit`` (format in
 :mod:`depthwidth.fits.law`) or, when none is given, computed in memory from the same table by
-:func:`depthwidth.fits.lawfit.build_fit` with its default options.
+:func:`depthwidth.fits.lawfit.build_fit` with the given :class:`~depthwidth.fits.options.FitOptions`
+(default: the defaults of ``depthwidth fit``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.fits.options import FitOptions
 
 
 @dataclass
@@ -32,10 +34,11 @@ class FigureInputs:
 
     def transitions(self) -> list[dict[str, Any]]:
         """Every depth pair examined (with and without a crossing), sorted by (L_s, L_d): the
-        fit's ``points`` + ``no_crossing``, or, when no fit could be made, ``pairs`` from
+        fit's ``points`` + ``not_fitted`` (crossings the law leaves out; fit files before issue 9
+        have none) + ``no_crossing``, or, when no fit could be made, ``pairs`` from
         :func:`depthwidth.fits.transitions.compute_transitions` alone."""
         if self.fit is not None:
-            rows = list(self.fit.get("points") or []) + list(self.fit.get("no_crossing") or [])
+            rows = [p for key in ("points", "not_fitted", "no_crossing") for p in self.fit.get(key) or []]
         else:
             rows = list(self.pairs or [])
         return sorted(rows, key=lambda p: (p["L_s"], p["L_d"]))
@@ -55,8 +58,10 @@ def _check_fit_dict(fit: Any, source: str) -> dict[str, Any]:
     return fit
 
 
-def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None) -> FigureInputs:
-    """Read the results table and the fit (file, or computed in memory when ``fit_path`` is None).
+def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
+                options: FitOptions = FitOptions()) -> FigureInputs:
+    """Read the results table and the fit (file, or computed in memory with ``options`` when
+    ``fit_path`` is None).
 
     Raises UserError (one line) when the results directory is missing, holds no usable run, or
     the fit file is missing or malformed. A fit that cannot be computed from the results (e.g. no
@@ -86,7 +91,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None) -> 
 
         source = "computed in memory"
         try:
-            fit = build_fit(table)
+            fit = build_fit(table, **options.kwargs())
         except UserError as e:
             fit = None
             notes.append(f"no fit: {e}")
@@ -94,7 +99,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None) -> 
             from depthwidth.fits.transitions import compute_transitions
 
             try:
-                pairs = [p.to_dict() for p in compute_transitions(table)[0]]
+                pairs = [p.to_dict() for p in compute_transitions(table, **options.kwargs())[0]]
             except UserError:
                 pairs = None
     law = None

@@ -6,21 +6,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs import figures
 from depthwidth.paper_figs.inputs import load_inputs
 from depthwidth.paper_figs.style import figure_style, save
 
 
 def render(results_dir: str | Path, fit_path: str | Path | None = None,
-           out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Write the four figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``).
+           out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> dict[str, Any]:
+    """Write the four figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
+    ``fit_path`` the fit is computed in memory with ``options``.
 
     Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
     "figures": [{"name", "png", "pdf", "caption"}], "wall_s"}. Raises UserError for a missing
     or empty results directory or a malformed fit file (see :func:`load_inputs`).
     """
     t0 = time.perf_counter()
-    inputs = load_inputs(results_dir, fit_path)
+    inputs = load_inputs(results_dir, fit_path, options)
     out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
     drawn = []
     with figure_style():
@@ -43,7 +45,7 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
 
 
 def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
-             out_dir: str | Path | None = None) -> list[Path]:
+             out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> list[Path]:
     """All figure files written (PNG and PDF of each figure, in figure order); see :func:`render`."""
-    rep = render(results_dir, fit_path, out_dir)
+    rep = render(results_dir, fit_path, out_dir, options)
     return [Path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.theory.accounting import kaplan_n
+
 GELU = "GELU MLP, hidden 4d"
 
 
@@ -40,7 +42,7 @@ class ModelShape:
     @property
     def kaplan_params(self) -> int:
         """N = 12·L·d_x² (Kaplan et al. 2020): where the figure places the model."""
-        return 12 * self.n_layer * self.d_model**2
+        return kaplan_n(self.n_layer, self.d_model)
 
 
 _GPT2 = "Radford et al. 2019, 'Language Models are Unsupervised Multitask Learners', Table 2"

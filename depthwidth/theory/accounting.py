@@ -26,6 +26,13 @@ positions); an untied output head costs another V·d (no bias, as in GPT-2).
 All scalar results are exact Python ints. The formula functions (``block_params``,
 ``stack_params``, ``kaplan_params``, ``width_for_budget``) also broadcast over numpy arrays
 (int64 for counts, exact below 9.2e18 parameters).
+
+The two counts are written once, in :func:`kaplan_n` and :func:`stack_n`: the bare formulas,
+for whole or real-valued shapes (a fitted optimal depth of 40.2 layers) and arrays, with no
+validation. Every other count in the package (records, the results table, presets,
+projections, figures) calls them; ``kaplan_params`` and ``stack_params`` are the same counts
+with their sizes validated. numpy loads only when a function needs it, so importing this module
+stays light (it is on the ``depthwidth query`` path).
 """
 
 from __future__ import annotations
@@ -33,13 +40,33 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
-
 from depthwidth.errors import UserError
 from depthwidth.theory.validate import heads_divide_width, positive_int, positive_real
 
 COUNTS = ("kaplan", "stack")
 """Which parameter count a budget refers to: Kaplan's N = 12·L·d², or the exact stack count."""
+
+
+def kaplan_n(n_layer, d_model, d_ff=None):
+    """Kaplan's non-embedding count N = 12·L·d² (= 2·d·L·(2d + d_ff) with an explicit d_ff): the N
+    of Levine et al.'s law. Kaplan et al. 2020, §2.1, eq. (2.1) with d_attn = d_model.
+
+    The formula alone, for ints (exact), reals and arrays alike; no validation (``kaplan_params``).
+    """
+    if d_ff is None:
+        return 12 * n_layer * d_model * d_model
+    return 2 * d_model * n_layer * (2 * d_model + d_ff)
+
+
+def stack_n(n_layer, d_model, d_ff=None):
+    """The exact count of L GPT-2 blocks plus the final LayerNorm: L·(4d² + 2·d·d_ff + d_ff + 9d)
+    + 2d, which is L·(12d² + 13d) + 2d at d_ff = 4d (module table; DESIGN §1.1).
+
+    The formula alone, for ints (exact), reals and arrays alike; no validation (``stack_params``).
+    """
+    if d_ff is None:
+        return n_layer * (12 * d_model * d_model + 13 * d_model) + 2 * d_model
+    return n_layer * (4 * d_model * d_model + 2 * d_model * d_ff + d_ff + 9 * d_model) + 2 * d_model
 
 
 def _d_ff(d_model, d_ff):
@@ -87,7 +114,7 @@ def stack_params(n_layer, d_model, d_ff=None):
     """
     L = positive_int(n_layer, "n_layer")
     d = positive_int(d_model, "d_model")
-    return L * block_params(d, d_ff) + 2 * d
+    return stack_n(L, d, None if d_ff is None else _d_ff(d, d_ff))
 
 
 def kaplan_params(n_layer, d_model, d_ff=None):
@@ -98,7 +125,7 @@ def kaplan_params(n_layer, d_model, d_ff=None):
     """
     L = positive_int(n_layer, "n_layer")
     d = positive_int(d_model, "d_model")
-    return 2 * d * L * (2 * d + _d_ff(d, d_ff))
+    return kaplan_n(L, d, None if d_ff is None else _d_ff(d, d_ff))
 
 
 def param_counts(
@@ -135,6 +162,8 @@ def param_counts(
     Source: DESIGN §1.1; Kaplan et al. 2020 §2.1. GPT-2 small (12, 768, 12, V=50257, T=1024,
     tied) gives 124,439,808 in total.
     """
+    import numpy as np
+
     L = positive_int(n_layer, "n_layer")
     d = positive_int(d_model, "d_model")
     H = positive_int(n_head, "n_head")
@@ -188,6 +217,8 @@ def width_for_budget(budget, n_layer, count: str = "kaplan"):
 
     Source: inverse of Kaplan et al. 2020 eq. (2.1) / DESIGN §1.1.
     """
+    import numpy as np
+
     if count not in COUNTS:
         raise UserError(f"count must be one of {', '.join(COUNTS)}, got {count!r}")
     N = np.asarray(budget, dtype=float)

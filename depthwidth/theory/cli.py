@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.units import parse_count, parse_int, parse_int_list
 

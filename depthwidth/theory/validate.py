@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
 from depthwidth.errors import UserError
+
+# numpy is imported inside each function, so that modules validating through these helpers
+# (theory.accounting, on the `depthwidth query` path) load without it.
 
 
 def positive_int(value, name: str, *, minimum: int = 1):
@@ -23,6 +24,8 @@ def positive_int(value, name: str, *, minimum: int = 1):
     Raises:
         UserError: if any element is not a whole number, is a bool, or is below ``minimum``.
     """
+    import numpy as np
+
     if isinstance(value, bool) or isinstance(value, np.bool_):
         raise UserError(f"{name} must be a whole number, got {value!r}")
     if np.ndim(value) == 0:
@@ -50,6 +53,8 @@ def positive_int(value, name: str, *, minimum: int = 1):
 
 def positive_real(value, name: str) -> float:
     """Return ``value`` as a finite float > 0; raise UserError otherwise."""
+    import numpy as np
+
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -61,5 +66,7 @@ def positive_real(value, name: str) -> float:
 
 def heads_divide_width(d_model, n_head) -> None:
     """Raise UserError unless ``n_head`` divides ``d_model`` (head size d_a = d_x / H is whole)."""
+    import numpy as np
+
     if np.any(np.asarray(d_model) % np.asarray(n_head) != 0):
         raise UserError(f"width {d_model} is not divisible by the number of heads {n_head}")

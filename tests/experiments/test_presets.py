@@ -207,3 +207,23 @@ def test_bad_lr_axes_fail_with_one_line(tmp_path, grid, message):
                  + grid + '\n[grid.widths]\n1 = [16]\n')
     with pytest.raises(UserError, match=message):
         load_preset(f)
+
+
+@pytest.mark.parametrize("table, message", [
+    ('budget = 3', "unknown refine key"),
+    ('max_runs = 2.5', "refine.max_runs must be a int"),
+    ('pairs = "all"', "refine.pairs"),
+    ('min_N = 1e7', "0 < min_N < max_N"),
+])
+def test_bad_refine_table_fails_when_the_preset_loads(tmp_path, table, message):
+    # The [refine] table is preset data: checked by load_preset (RefineSpec), before any sweep.
+    f = tmp_path / "p.toml"
+    f.write_text('name = "p"\ndescription = "d"\n[base.model]\nn_head = 2\n[grid]\ndepths = [1]\nseeds = [0]\n'
+                 '[grid.widths]\n1 = [16]\n[refine]\n' + table + '\n')
+    with pytest.raises(UserError, match=message) as e:
+        load_preset(f)
+    assert "\n" not in str(e.value)
+    f.write_text('name = "p"\ndescription = "d"\nrefine = 3\n[base.model]\nn_head = 2\n[grid]\ndepths = [1]\n'
+                 'seeds = [0]\n[grid.widths]\n1 = [16]\n')
+    with pytest.raises(UserError, match="refine must be a table"):
+        load_preset(f)

@@ -92,11 +92,11 @@ def test_rounded_shape_by_hand():
     assert (q96["rounded"]["d_model"], q96["rounded"]["multiple"], q96["rounded"]["head_dim"]) == (13440, 384, 140)
 
 
-def test_exact_stack_count_agrees_with_theory_accounting():
+def test_exact_stack_count_is_theory_accounting():
     from depthwidth.theory.accounting import stack_params
 
     for L, d in [(12, 768), (24, 1024), (96, 12288), (3, 7)]:
-        assert P.exact_stack_params(L, d) == stack_params(L, d)
+        assert P.query_shape(L, d, LEV)["non_embedding_params_exact"] == stack_params(L, d)
 
 
 def test_bad_budgets_and_laws():

@@ -6,8 +6,8 @@ import pytest
 
 from depthwidth.config import ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
-from depthwidth.experiments.records import run_dir, write_json_atomic
 from depthwidth.fits.table import load_table
+from depthwidth.records import run_dir, write_json_atomic
 
 
 def write(results, L, d, seed, loss, status="finished", steps=1000, scan_unroll=1):
@@ -74,3 +74,18 @@ def test_empty_and_missing_results(tmp_path):
     write(tmp_path, 2, 64, 0, None, status="diverged")
     with pytest.raises(UserError, match="no usable runs"):
         load_table(tmp_path)
+
+
+def test_records_of_other_kinds_are_set_aside(tmp_path):
+    # A non-training experiment stored in the same directory: read and validated like any record,
+    # listed by kind, never a row of the table (so never in the law).
+    from depthwidth.records import Record, write_record
+
+    ids = {write(tmp_path, 2, 64, s, y) for s, y in enumerate([2.0, 2.2])}
+    lat = Record(run_id="latency-L2-d64", status="measured", config={"model": {"n_layer": 2, "d_model": 64}},
+                 kind="latency", n_layer=2, d_model=64, extra={"latency_s": 0.01})
+    write_record(tmp_path, lat)
+    t = load_table(tmp_path)
+    assert t.other_kinds == {"latency-L2-d64": "latency"}
+    assert set(t.runs["run_id"]) == ids and t.cells["n_seeds"].tolist() == [2]
+    assert t.unfinished == [] and t.summary()["n_records"] == 2

@@ -223,4 +223,6 @@ def test_non_crossing_replicates_are_counted_and_open_the_interval():
     if p.bootstrap_fraction < 0.95:
         assert not p.fitted
     if above / 400 > 0.025:
-        assert p.N_star_ci95[1] is None and p.ci95_open in ("above", "both")
+        # open above; "entirely_above" when even the 2.5% quantile is above the range (here: all
+        # 400 replicates, the measured means do not cross either; TransitionPoint's docstring)
+        assert p.N_star_ci95[1] is None and p.ci95_open in ("above", "both", "entirely_above")

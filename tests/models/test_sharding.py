@@ -8,7 +8,7 @@ import pytest
 
 from depthwidth.config import MeshConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.models import sharding as sh
-from depthwidth.models.train import build_engine
+from depthwidth.models.engine import build_engine
 
 FSDP_RULES = tuple((k, "data" if k == "embed" else v) for k, v in MeshConfig().rules)
 DP_RULES = tuple((k, "data" if k == "batch" else None) for k, _ in MeshConfig().rules)

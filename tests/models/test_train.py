@@ -1,14 +1,17 @@
-"""Training on a real corpus: exact resume, divergence handling, the result record, the CLI."""
+"""Training on a real corpus: exact resume, divergence handling, the result record, kept weights, the CLI."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
+from depthwidth import records
 from depthwidth.cli import main
 from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
-from depthwidth.experiments import records
-from depthwidth.models.train import learning_rate_schedule, train_run
+from depthwidth.errors import UserError
+from depthwidth.models.engine import learning_rate_schedule
+from depthwidth.models.train import load_run, train_run
 
 # Char-level tiny shakespeare (the real corpus), a model small enough for seconds on CPU.
 CFG = RunConfig(
@@ -45,12 +48,14 @@ def test_schedule_is_warmup_then_cosine_to_zero():
     assert float(s(100)) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_kill_and_resume_is_bit_identical(tmp_path, monkeypatch):
-    monkeypatch.setenv("DEPTHWIDTH_KEEP_CKPT", "1")
+KEEP = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, keep_weights=True))
+
+
+def test_kill_and_resume_is_bit_identical(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
-    rec_a = train_run(CFG, a, progress=False, verbose=False)
-    assert train_run(CFG, b, progress=False, verbose=False, stop_after=10) is None  # "killed" at 10
-    rec_b = train_run(CFG, b, progress=False, verbose=False)  # resumed: 10 more
+    rec_a = train_run(KEEP, a, progress=False, verbose=False)
+    assert train_run(KEEP, b, progress=False, verbose=False, stop_after=10) is None  # "killed" at 10
+    rec_b = train_run(KEEP, b, progress=False, verbose=False)  # resumed: 10 more
     assert rec_a["steps"] == rec_b["steps"] == 20
     sa, pa = _params(a, rec_a["run_id"])
     sb, pb = _params(b, rec_b["run_id"])
@@ -79,15 +84,35 @@ def test_record_fields_and_values(tmp_path):
     assert 1.0 < rec["test_loss"] < np.log(65)
     assert rec["test_sequences"] == 64
     assert not (tmp_path / "runs" / rec["run_id"] / "ckpt").exists()  # checkpoints freed once the record exists
+    with pytest.raises(UserError, match="weights were not kept"):  # so there is no model to load
+        load_run(tmp_path / "runs" / rec["run_id"])
     # A finished run is not retrained: same record back, file untouched.
     mtime = (tmp_path / "runs" / rec["run_id"] / "record.json").stat().st_mtime_ns
     assert train_run(CFG, tmp_path, progress=False, verbose=False) == on_disk
     assert (tmp_path / "runs" / rec["run_id"] / "record.json").stat().st_mtime_ns == mtime
 
 
-def test_divergence_is_recorded_not_raised(tmp_path):
-    import dataclasses
+def test_kept_weights_reload_and_reproduce_the_test_loss(tmp_path, corpora_dir):
+    from depthwidth.data.prepare import prepared_dir_for
+    from depthwidth.data.tokenfiles import open_prepared
 
+    assert KEEP.run_id() == CFG.run_id()  # keep_weights is operational: not in the run id
+    rec = train_run(KEEP, tmp_path, progress=False, verbose=False)
+    cfg, model = load_run(tmp_path / "runs" / rec["run_id"])
+    assert cfg.model.vocab_size == rec["vocab_size"] == 65 and cfg.train == KEEP.train
+    # The recorded test loss: the mean next-token loss over the first test_sequences = 64
+    # non-overlapping windows of T = 32 tokens of the test split, recomputed with the model.
+    test = open_prepared(prepared_dir_for(cfg.data, corpora_dir)).test
+    T, n = cfg.model.seq_len, rec["test_sequences"]
+    seq = np.asarray(test[np.arange(n)[:, None] * T + np.arange(T + 1)[None]], dtype=np.int32)
+    logits = np.asarray(model(seq[:, :-1]), dtype=np.float64)
+    logp = logits - logits.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    nll = -np.take_along_axis(logp, seq[:, 1:, None], axis=-1).mean()
+    assert nll == pytest.approx(rec["test_loss"], rel=1e-5)
+
+
+def test_divergence_is_recorded_not_raised(tmp_path):
     bad = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, lr=1e12, grad_clip=0.0, warmup_steps=0))
     rec = train_run(bad, tmp_path, progress=False, verbose=False)
     assert rec["status"] == "diverged" and rec["test_loss"] is None
@@ -121,8 +146,7 @@ def test_cli_bad_input_is_one_line_exit_2(argv, capsys):
 def test_a_step_that_cannot_fit_fails_before_step_0():
     import types
 
-    from depthwidth.errors import UserError
-    from depthwidth.models.train import _check_fits
+    from depthwidth.models.engine import _check_fits
 
     class Dev:  # an accelerator reporting a 1 GiB limit (CPUs report none)
         def memory_stats(self):

@@ -146,3 +146,32 @@ def test_optimal_depth_figure_verdicts_match_hand_computed_optima():
     assert "GPT-3 175B" in deep
     assert "BloombergGPT 50B" in near
     assert "GPT-2 S / GPT-3 125M" in wide
+
+
+def test_loss_figure_draws_not_fitted_crossings_and_open_intervals(sweep):
+    # A fit file (issue 9) lists crossings the law leaves out under "not_fitted", and a bound of
+    # a 95% interval beyond the measured range as null: both are still drawn, the open band to
+    # the end of the range.
+    import copy
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from depthwidth.fits.table import load_table
+    from depthwidth.paper_figs.figures import loss_vs_params
+    from depthwidth.paper_figs.style import figure_style
+
+    results, _, fit = sweep
+    fit = copy.deepcopy(fit)
+    first, second = sorted(fit["points"], key=lambda p: p["L_s"])
+    second.update(fitted=False, ci95_open="above", N_star_ci95=[second["N_star_ci95"][0], None])
+    fit["points"], fit["not_fitted"] = [first], [second]
+    inputs = FigureInputs(table=load_table(results), fit=fit, fit_source="test")
+    assert [p["L_s"] for p in inputs.transitions()] == [4, 8]
+    with figure_style():
+        fig, caption = loss_vs_params(inputs)
+        bands = list(fig.axes[0].patches)  # the axvspan bands
+    assert "L4→L8 N* =" in caption and "L8→L16 N* =" in caption
+    assert len(bands) == 2
+    right = max(b.get_x() + b.get_width() for b in bands)
+    assert right == pytest.approx(second["N_range"][1], rel=1e-9)

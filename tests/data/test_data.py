@@ -1,4 +1,4 @@
-"""models/data.py and models/corpora.py on the real corpora (shared/corpora, SOURCES.md)."""
+"""depthwidth.data (corpora, text splits, tokenizers, token files, preparation) on the real corpora (shared/corpora, SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from depthwidth.config import DataConfig
+from depthwidth.data import corpora, prepare, splits, tokenfiles, tokenizer
 from depthwidth.errors import UserError
-from depthwidth.models import corpora, data
 
 # SOURCES.md: tinyshakespeare.txt is 1,115,394 bytes of ASCII (so also 1,115,394 characters)
 # with 65 distinct characters; its sha256 starts 86c4e6aa.
@@ -29,13 +29,13 @@ TS_CHARS = 65
 
 @pytest.fixture(scope="module")
 def ts_text(corpora_dir: Path) -> str:
-    return data.read_text(corpora_dir / "tinyshakespeare.txt")
+    return splits.read_text(corpora_dir / "tinyshakespeare.txt")
 
 
 @pytest.fixture(scope="module")
 def char_dir(corpora_dir: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("char")
-    data.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="char")
+    prepare.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="char")
     return out
 
 
@@ -43,13 +43,13 @@ def char_dir(corpora_dir: Path, tmp_path_factory) -> Path:
 def bpe_dir(corpora_dir: Path, tmp_path_factory) -> Path:
     # Full corpus, V = 2000: about 1-2 s on one CPU core (BPE training ~0.4 s, encoding ~1 s).
     out = tmp_path_factory.mktemp("bpe")
-    data.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="bpe", vocab_size=2000)
+    prepare.prepare_to(out, corpus="tinyshakespeare", data_dir=corpora_dir, tokenizer="bpe", vocab_size=2000)
     return out
 
 
 @pytest.fixture(scope="module")
 def small_bpe(ts_text: str):
-    return data.train_bpe(ts_text[:200_000], 400)
+    return tokenizer.train_bpe(ts_text[:200_000], 400)
 
 
 # --------------------------------------------------------------------------- registry / files
@@ -75,7 +75,7 @@ def test_checksum_mismatch_is_user_error(tmp_path: Path, corpora_dir: Path):
     with pytest.raises(UserError, match=r"checksum mismatch .*tinyshakespeare.txt.*expected 86c4e6aa"):
         corpora.locate("tinyshakespeare", tmp_path)
     with pytest.raises(UserError, match="checksum mismatch"):
-        data.prepared_dir_for(DataConfig(corpus="tinyshakespeare"), tmp_path, tmp_path / "cache")
+        prepare.prepared_dir_for(DataConfig(corpus="tinyshakespeare"), tmp_path, tmp_path / "cache")
 
 
 def test_missing_file_says_where_to_put_it(tmp_path: Path):
@@ -131,17 +131,17 @@ def test_split_ranges_by_hand():
     # Nominal cuts round(0.2*24)=5 and round(0.5*24)=12. From 5 the next "\n" between non-spaces
     # is the one at 8 (the one at 4 follows a "\n"), so cut 1 = 9. No line boundary after 12:
     # the next whitespace run after a non-space starts at 14 ("three| four"), so cut 2 = 14.
-    assert data.split_ranges(text, (0.2, 0.3, 0.5)) == [(0, 9), (9, 14), (14, 24)]
+    assert splits.split_ranges(text, (0.2, 0.3, 0.5)) == [(0, 9), (9, 14), (14, 24)]
     # "ab\ncd\nef\ngh\n": nominal 6 and 9 are already just after "\n"s between letters.
-    assert data.split_ranges("ab\ncd\nef\ngh\n", (0.5, 0.25, 0.25)) == [(0, 6), (6, 9), (9, 12)]
+    assert splits.split_ranges("ab\ncd\nef\ngh\n", (0.5, 0.25, 0.25)) == [(0, 6), (6, 9), (9, 12)]
     with pytest.raises(UserError, match="three non-empty parts"):
-        data.split_ranges("abcdefgh", (0.9, 0.05, 0.05))  # no whitespace: nowhere to cut
+        splits.split_ranges("abcdefgh", (0.9, 0.05, 0.05))  # no whitespace: nowhere to cut
 
 
 @pytest.mark.parametrize("bad", ["0.9,0.05", "0.9,0.2,0.1", "0.9,0,0.1", "a,b,c", "0.9,-0.05,0.15", "nan,0.5,0.5"])
 def test_parse_split_rejects(bad: str):
     with pytest.raises(UserError):
-        data.parse_split(bad)
+        splits.parse_split(bad)
 
 
 def test_whitespace_class_matches_the_byte_level_pre_tokenizer():
@@ -149,7 +149,7 @@ def test_whitespace_class_matches_the_byte_level_pre_tokenizer():
     from tokenizers import pre_tokenizers
 
     pt = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    ws = re.compile(f"[{data.WHITESPACE}]")
+    ws = re.compile(f"[{splits.WHITESPACE}]")
     candidates = [chr(i) for i in range(sys.maxunicode + 1) if chr(i).isspace()] + ["\u180e", "\u200b", "\ufeff"]
     for c in candidates:
         # Two copies of a non-whitespace symbol form one punctuation pre-token, offsets (1, 3).
@@ -163,7 +163,7 @@ _TEXT = st.text(alphabet="absld' Z.,1\n\r\t\u00a0\u2003\x1c\u00e9", max_size=60)
 @settings(max_examples=300, deadline=None)
 @given(text=_TEXT, pos=st.integers(0, 60))
 def test_safe_cut_is_an_exact_bpe_boundary(small_bpe, text: str, pos: int):
-    c = data.safe_cut(text, pos)
+    c = splits.safe_cut(text, pos)
     assert c >= min(pos, len(text))
     whole = small_bpe.encode(text).ids
     assert small_bpe.encode(text[:c]).ids + small_bpe.encode(text[c:]).ids == whole
@@ -171,22 +171,22 @@ def test_safe_cut_is_an_exact_bpe_boundary(small_bpe, text: str, pos: int):
 
 def test_chunked_encode_equals_whole_encode_on_long_lines(small_bpe, corpora_dir: Path):
     # us_speeches ends in very long lines: the chunker must fall back to word boundaries.
-    text = data.read_text(corpora_dir / "us_speeches.txt")[-400_000:]
-    assert data.encode(small_bpe, text).tolist() == small_bpe.encode(text).ids
+    text = splits.read_text(corpora_dir / "us_speeches.txt")[-400_000:]
+    assert tokenizer.encode(small_bpe, text).tolist() == small_bpe.encode(text).ids
 
 
 # --------------------------------------------------------------------------- char level
 
 
 def test_char_tinyshakespeare(char_dir: Path, ts_text: str):
-    prep = data.open_prepared(char_dir)
+    prep = tokenfiles.open_prepared(char_dir)
     assert prep.vocab_size == TS_CHARS
     n = [prep.train.size, prep.val.size, prep.test.size]
     assert sum(n) == TS_BYTES == prep.meta["tokens"]["total"]
     assert prep.train.dtype == np.uint16 and isinstance(prep.train, np.memmap)
     # Disjoint, contiguous, in order: the three decoded splits concatenate to the corpus.
     assert prep.decode(prep.train) + prep.decode(prep.val) + prep.decode(prep.test) == ts_text
-    (a0, a1), (b0, b1), (c0, c1) = (prep.meta["split"]["char_ranges"][s] for s in data.SPLITS)
+    (a0, a1), (b0, b1), (c0, c1) = (prep.meta["split"]["char_ranges"][s] for s in splits.SPLITS)
     assert (a0, a1 - b0, b1 - c0, c1) == (0, 0, 0, TS_BYTES)
     # Each cut is the nominal 90% / 95% point moved forward to a line start (lines < 200 chars).
     assert 0 <= a1 - round(0.9 * TS_BYTES) < 200 and 0 <= b1 - round(0.95 * TS_BYTES) < 200
@@ -203,38 +203,38 @@ def test_char_tinyshakespeare(char_dir: Path, ts_text: str):
 
 
 def test_unigram_entropy_of_char_train_split(char_dir: Path, ts_text: str):
-    prep = data.open_prepared(char_dir)
+    prep = tokenfiles.open_prepared(char_dir)
     a, b = prep.meta["split"]["char_ranges"]["train"]
     # Independent computation from the text itself: H = -sum (c/n) ln(c/n) over character counts.
     counts = Counter(ts_text[a:b])
     n = b - a
     expect = -sum(c / n * math.log(c / n) for c in counts.values())
-    assert data.unigram_entropy(prep.train) == pytest.approx(expect, rel=1e-12)
+    assert tokenfiles.unigram_entropy(prep.train) == pytest.approx(expect, rel=1e-12)
     assert prep.meta["unigram_entropy_train_nats"] == pytest.approx(expect, rel=1e-12)
     assert prep.meta["uniform_entropy_nats"] == pytest.approx(math.log(65), rel=1e-15)
     assert expect < math.log(65)
 
 
 def test_entropies_by_hand():
-    assert data.unigram_entropy(np.array([0, 0, 1, 1], np.uint16)) == pytest.approx(math.log(2))
+    assert tokenfiles.unigram_entropy(np.array([0, 0, 1, 1], np.uint16)) == pytest.approx(math.log(2))
     # p = (3/4, 1/4): H = -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.5623351446188083
-    assert data.unigram_entropy(np.array([7, 7, 7, 2], np.uint16)) == pytest.approx(0.5623351446188083, rel=1e-14)
-    assert data.unigram_entropy(np.array([5] * 10, np.uint16)) == 0.0
-    assert data.uniform_entropy(2000) == pytest.approx(7.600902459542082, rel=1e-15)  # ln 2000
+    assert tokenfiles.unigram_entropy(np.array([7, 7, 7, 2], np.uint16)) == pytest.approx(0.5623351446188083, rel=1e-14)
+    assert tokenfiles.unigram_entropy(np.array([5] * 10, np.uint16)) == 0.0
+    assert tokenfiles.uniform_entropy(2000) == pytest.approx(7.600902459542082, rel=1e-15)  # ln 2000
     with pytest.raises(UserError):
-        data.unigram_entropy(np.zeros(0, np.uint16))
+        tokenfiles.unigram_entropy(np.zeros(0, np.uint16))
     with pytest.raises(UserError):
-        data.uniform_entropy(0)
+        tokenfiles.uniform_entropy(0)
 
 
 # --------------------------------------------------------------------------- BPE
 
 
 def test_bpe_tinyshakespeare(bpe_dir: Path, ts_text: str):
-    prep = data.open_prepared(bpe_dir)
+    prep = tokenfiles.open_prepared(bpe_dir)
     assert prep.vocab_size <= 2000 and prep.vocab_size == prep.tokenizer.get_vocab_size()
     assert prep.meta["tokenizer"]["vocab_size_requested"] == 2000
-    for s in data.SPLITS:
+    for s in splits.SPLITS:
         a, b = prep.meta["split"]["char_ranges"][s]
         assert prep.decode(getattr(prep, s)) == ts_text[a:b], s
         assert prep.meta["bytes"][s] == b - a  # ASCII
@@ -242,38 +242,38 @@ def test_bpe_tinyshakespeare(bpe_dir: Path, ts_text: str):
     # Cutting at exact pre-token boundaries: the splits are the whole corpus's encoding, cut.
     whole = prep.tokenizer.encode(ts_text).ids
     assert np.concatenate([prep.train, prep.val, prep.test]).tolist() == whole
-    assert sum(prep.meta["tokens"][s] for s in data.SPLITS) == prep.meta["tokens"]["total"] == len(whole)
+    assert sum(prep.meta["tokens"][s] for s in splits.SPLITS) == prep.meta["tokens"]["total"] == len(whole)
     # Byte level: any string round-trips, including characters the corpus never had.
     for s in ["naïve café — 東京 🙂\r\n\t", "", "   x  \n\n"]:
         assert prep.decode(prep.encode(s)) == s
-    assert data.uniform_entropy(prep.vocab_size) > prep.meta["unigram_entropy_train_nats"] > 0
+    assert tokenfiles.uniform_entropy(prep.vocab_size) > prep.meta["unigram_entropy_train_nats"] > 0
 
 
 def test_bpe_is_trained_on_the_train_split_only(tmp_path: Path, ts_text: str, corpora_dir: Path):
     text = ts_text[:300_000]
-    a = data.split_ranges(text)[0][1]
+    a = splits.split_ranges(text)[0][1]
     assert text[a - 1] == "\n" and not text[a].isspace()
     # Same train range, entirely different held-out text (Austen), same total length.
-    austen = data.read_text(corpora_dir / "austen.txt")
+    austen = splits.read_text(corpora_dir / "austen.txt")
     start = austen.index("\nIt is a truth") + 1
     other = text[:a] + austen[start:start + len(text) - a]
-    assert data.split_ranges(other)[0] == (0, a)
-    m1 = data.prepare(text, tmp_path / "1", tokenizer="bpe", vocab_size=500)
-    m2 = data.prepare(other, tmp_path / "2", tokenizer="bpe", vocab_size=500)
-    data.prepare(text, tmp_path / "3", tokenizer="bpe", vocab_size=500)
+    assert splits.split_ranges(other)[0] == (0, a)
+    m1 = prepare.prepare(text, tmp_path / "1", tokenizer="bpe", vocab_size=500)
+    m2 = prepare.prepare(other, tmp_path / "2", tokenizer="bpe", vocab_size=500)
+    prepare.prepare(text, tmp_path / "3", tokenizer="bpe", vocab_size=500)
     assert m1["tokenizer"]["sha256"] == m2["tokenizer"]["sha256"]
     assert (tmp_path / "1" / "meta.json").read_bytes() == (tmp_path / "3" / "meta.json").read_bytes()  # deterministic
-    direct = data.train_bpe(text[:a], 500).to_str(pretty=True).encode()
+    direct = tokenizer.train_bpe(text[:a], 500).to_str(pretty=True).encode()
     assert (tmp_path / "1" / "tokenizer.json").read_bytes() == direct
-    shifted = data.prepare(ts_text[1000:301_000], tmp_path / "4", tokenizer="bpe", vocab_size=500)
+    shifted = prepare.prepare(ts_text[1000:301_000], tmp_path / "4", tokenizer="bpe", vocab_size=500)
     assert shifted["tokenizer"]["sha256"] != m1["tokenizer"]["sha256"]
 
 
 def test_bpe_vocab_bounds():
     with pytest.raises(UserError, match="257"):
-        data.train_bpe("hello world", 256)
+        tokenizer.train_bpe("hello world", 256)
     with pytest.raises(UserError, match="uint16"):
-        data.train_bpe("hello world", 70_000)
+        tokenizer.train_bpe("hello world", 70_000)
 
 
 # --------------------------------------------------------------------------- opening
@@ -291,12 +291,12 @@ def _write_nanogpt(d: Path, train: np.ndarray, val: np.ndarray, pkl: dict | None
 
 
 def test_nanogpt_directory(tmp_path: Path, char_dir: Path):
-    ours = data.open_prepared(char_dir)
+    ours = tokenfiles.open_prepared(char_dir)
     itos = {i: c for c, i in ours.tokenizer.get_vocab().items()}
     pkl = {"vocab_size": 65, "itos": itos, "stoi": {c: i for i, c in itos.items()}}
     val = np.asarray(ours.val)
     _write_nanogpt(tmp_path / "ng", np.asarray(ours.train), val, pkl)
-    ng = data.open_prepared(tmp_path / "ng")
+    ng = tokenfiles.open_prepared(tmp_path / "ng")
     assert ng.vocab_size == 65 and ng.meta["format"] == "nanogpt"
     # No test.bin: val is the first half of val.bin, test the second half (disjoint).
     half = val.size // 2
@@ -304,46 +304,46 @@ def test_nanogpt_directory(tmp_path: Path, char_dir: Path):
     assert "second half" in ng.meta["split"]["rule"]
     assert ng.decode(ng.train[:12]) == ours.decode(ours.train[:12]) == "First Citize"
     assert ng.encode("First") == ours.encode("First")
-    assert data.prepared_dir_for(DataConfig(corpus=str(tmp_path / "ng"))) == tmp_path / "ng"
+    assert prepare.prepared_dir_for(DataConfig(corpus=str(tmp_path / "ng"))) == tmp_path / "ng"
 
     _write_nanogpt(tmp_path / "ng3", np.asarray(ours.train), val, pkl, test=np.asarray(ours.test))
-    ng3 = data.open_prepared(tmp_path / "ng3")
+    ng3 = tokenfiles.open_prepared(tmp_path / "ng3")
     assert np.array_equal(ng3.val, val) and np.array_equal(ng3.test, ours.test)
 
     _write_nanogpt(tmp_path / "gpt2", np.arange(100), np.arange(50), None)
-    g = data.open_prepared(tmp_path / "gpt2")
-    assert g.vocab_size == data.GPT2_VOCAB == 50257  # nanoGPT's default without meta.pkl
+    g = tokenfiles.open_prepared(tmp_path / "gpt2")
+    assert g.vocab_size == tokenfiles.GPT2_VOCAB == 50257  # nanoGPT's default without meta.pkl
     with pytest.raises(UserError, match="no tokenizer"):
         g.decode([1, 2])
 
     _write_nanogpt(tmp_path / "small", np.arange(100), np.arange(50), {"vocab_size": 10})
     with pytest.raises(UserError, match="token id 99 >= vocab_size 10"):
-        data.open_prepared(tmp_path / "small")
+        tokenfiles.open_prepared(tmp_path / "small")
 
 
 def test_open_prepared_rejects_broken_dirs(tmp_path: Path, char_dir: Path):
     with pytest.raises(UserError, match="not found"):
-        data.open_prepared(tmp_path / "absent")
+        tokenfiles.open_prepared(tmp_path / "absent")
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="neither meta.json nor"):
-        data.open_prepared(tmp_path / "empty")
+        tokenfiles.open_prepared(tmp_path / "empty")
     broken = tmp_path / "broken"
     shutil.copytree(char_dir, broken)
     with open(broken / "val.bin", "ab") as fh:
         fh.write(b"\x00")  # odd byte count
     with pytest.raises(UserError, match="whole number of uint16"):
-        data.open_prepared(broken)
+        tokenfiles.open_prepared(broken)
     with open(broken / "val.bin", "ab") as fh:
         fh.write(b"\x00")  # one token too many
     with pytest.raises(UserError, match="meta.json says"):
-        data.open_prepared(broken)
+        tokenfiles.open_prepared(broken)
     shutil.rmtree(broken)
     shutil.copytree(char_dir, broken)
     tok_json = (broken / "tokenizer.json").read_text()
     assert '"a": 39' in tok_json
     (broken / "tokenizer.json").write_text(tok_json.replace('"a": 39', '"a": 40'))
     with pytest.raises(UserError, match="sha256"):
-        data.open_prepared(broken)
+        tokenfiles.open_prepared(broken)
 
 
 # --------------------------------------------------------------------------- cache
@@ -351,23 +351,23 @@ def test_open_prepared_rejects_broken_dirs(tmp_path: Path, char_dir: Path):
 
 def test_prepared_dir_for_builds_once_into_the_cache(tmp_path: Path, corpora_dir: Path, monkeypatch):
     cfg = DataConfig(corpus="tinyshakespeare", tokenizer="char")
-    p = data.prepared_dir_for(cfg, corpora_dir, tmp_path)
+    p = prepare.prepared_dir_for(cfg, corpora_dir, tmp_path)
     assert p == tmp_path / "prepared" / "tinyshakespeare-char-86c4e6aa"
     stamp = (p / "meta.json").stat().st_mtime_ns
     monkeypatch.setenv(corpora.DATA_ENV, str(corpora_dir))
-    monkeypatch.setenv(data.CACHE_ENV, str(tmp_path))
-    assert data.prepared_dir_for(cfg) == p and (p / "meta.json").stat().st_mtime_ns == stamp
+    monkeypatch.setenv(prepare.CACHE_ENV, str(tmp_path))
+    assert prepare.prepared_dir_for(cfg) == p and (p / "meta.json").stat().st_mtime_ns == stamp
     assert [q.name for q in (tmp_path / "prepared").iterdir()] == [p.name]  # no temp dirs left
-    assert data.open_prepared(p).vocab_size == TS_CHARS
-    assert data.cache_key("tinyshakespeare", "bpe", 2000, "86c4e6aa" + "0" * 56) == "tinyshakespeare-bpe-2000-86c4e6aa"
+    assert tokenfiles.open_prepared(p).vocab_size == TS_CHARS
+    assert prepare.cache_key("tinyshakespeare", "bpe", 2000, "86c4e6aa" + "0" * 56) == "tinyshakespeare-bpe-2000-86c4e6aa"
     # A prepared path must match the config's tokenizer, or the run record would mislabel it.
     with pytest.raises(UserError, match="data.tokenizer=char"):
-        data.prepared_dir_for(DataConfig(corpus=str(p), tokenizer="bpe"))
+        prepare.prepared_dir_for(DataConfig(corpus=str(p), tokenizer="bpe"))
     with pytest.raises(UserError, match="neither a known corpus"):
-        data.prepared_dir_for(DataConfig(corpus=str(tmp_path / "nothing")))
+        prepare.prepared_dir_for(DataConfig(corpus=str(tmp_path / "nothing")))
     monkeypatch.delenv(corpora.DATA_ENV)
     with pytest.raises(UserError, match="DEPTHWIDTH_DATA"):
-        data.prepared_dir_for(cfg)
+        prepare.prepared_dir_for(cfg)
 
 
 def test_publish_keeps_the_first_winner(tmp_path: Path):
@@ -375,8 +375,8 @@ def test_publish_keeps_the_first_winner(tmp_path: Path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "meta.json").write_text(name)
-    assert data._publish(tmp_path / "a", final) == final
-    assert data._publish(tmp_path / "b", final) == final  # lost the race: uses the winner's dir
+    assert prepare._publish(tmp_path / "a", final) == final
+    assert prepare._publish(tmp_path / "b", final) == final  # lost the race: uses the winner's dir
     assert (final / "meta.json").read_text() == "a" and not (tmp_path / "b").exists()
 
 
@@ -389,7 +389,7 @@ def test_concurrent_workers_share_one_prepared_dir(tmp_path: Path, ts_text: str)
     def worker():
         barrier.wait()
         try:
-            results.append(data.prepared_dir_for(cfg, cache_dir=tmp_path / "cache"))
+            results.append(prepare.prepared_dir_for(cfg, cache_dir=tmp_path / "cache"))
         except Exception as e:  # surfaced below
             errors.append(e)
 
@@ -400,7 +400,7 @@ def test_concurrent_workers_share_one_prepared_dir(tmp_path: Path, ts_text: str)
         t.join()
     assert not errors and len(set(results)) == 1
     assert [q.name for q in (tmp_path / "cache" / "prepared").iterdir()] == [results[0].name]
-    assert data.open_prepared(results[0]).meta["tokens"]["total"] == 60_000
+    assert tokenfiles.open_prepared(results[0]).meta["tokens"]["total"] == 60_000
 
 
 # --------------------------------------------------------------------------- batches
@@ -409,50 +409,30 @@ def test_concurrent_workers_share_one_prepared_dir(tmp_path: Path, ts_text: str)
 def test_get_batch_is_a_pure_function_of_seed_and_step(tmp_path: Path):
     np.arange(1000, dtype=np.uint16).tofile(tmp_path / "t.bin")
     tokens = np.memmap(tmp_path / "t.bin", dtype=np.uint16, mode="r")
-    x, y = data.get_batch(tokens, seed=0, step=5, batch_size=4, seq_len=16)
+    x, y = tokenfiles.get_batch(tokens, seed=0, step=5, batch_size=4, seq_len=16)
     assert x.shape == y.shape == (4, 16) and x.dtype == y.dtype == np.int32
     # tokens[i] = i, so each row counts up by one and the target is the input plus one.
     assert np.array_equal(x, x[:, :1] + np.arange(16)) and np.array_equal(y, x + 1)
     assert np.array_equal(x[:, 1:], y[:, :-1])
     # The documented contract: row offsets from default_rng([seed, step]) in [0, n - T).
     assert np.array_equal(x[:, 0], np.random.default_rng([0, 5]).integers(0, 1000 - 16, size=4))
-    x2, y2 = data.get_batch(tokens, 0, 5, 4, 16)
+    x2, y2 = tokenfiles.get_batch(tokens, 0, 5, 4, 16)
     assert np.array_equal(x, x2) and np.array_equal(y, y2)
-    assert not np.array_equal(x, data.get_batch(tokens, 0, 6, 4, 16)[0])
-    assert not np.array_equal(x, data.get_batch(tokens, 1, 5, 4, 16)[0])
+    assert not np.array_equal(x, tokenfiles.get_batch(tokens, 0, 6, 4, 16)[0])
+    assert not np.array_equal(x, tokenfiles.get_batch(tokens, 1, 5, 4, 16)[0])
     # Exactly T + 1 tokens: the only window is the whole array.
-    x1, y1 = data.get_batch(np.arange(17, dtype=np.uint16), 3, 9, 2, 16)
+    x1, y1 = tokenfiles.get_batch(np.arange(17, dtype=np.uint16), 3, 9, 2, 16)
     assert x1.tolist() == [list(range(16))] * 2 and y1.tolist() == [list(range(1, 17))] * 2
     with pytest.raises(UserError, match="too short"):
-        data.get_batch(np.arange(16, dtype=np.uint16), 0, 0, 2, 16)
+        tokenfiles.get_batch(np.arange(16, dtype=np.uint16), 0, 0, 2, 16)
     with pytest.raises(UserError):
-        data.get_batch(tokens, -1, 0, 2, 16)
-
-
-def test_eval_batches_are_fixed_consecutive_windows():
-    tokens = np.arange(1000, dtype=np.uint16)
-    # Sequence i needs tokens [10 i, 10 i + 10]: (1000 - 1) // 10 = 99 of them fit.
-    assert data.n_eval_sequences(tokens, 10, 1000) == 99
-    assert data.n_eval_sequences(tokens, 10, 5) == 5
-    ev = data.eval_batches(tokens, seq_len=10, n_sequences=1000, batch_size=32)
-    assert (ev.n_sequences, ev.n_batches, len(ev), ev.n_tokens) == (99, 4, 4, 990)
-    batches = list(ev)
-    assert [x.shape[0] for x, _ in batches] == [32, 32, 32, 3]  # last batch short
-    xs = np.concatenate([x for x, _ in batches])
-    ys = np.concatenate([y for _, y in batches])
-    assert xs.dtype == np.int32
-    assert np.array_equal(xs.reshape(-1), np.arange(990))  # consecutive, non-overlapping
-    assert np.array_equal(ys, xs + 1)
-    assert all(np.array_equal(a[0], b[0]) for a, b in zip(batches, ev))  # same every time
-    assert data.n_eval_sequences(np.arange(11, dtype=np.uint16), 10, 8) == 1
-    with pytest.raises(UserError, match="too short"):
-        data.eval_batches(np.arange(10, dtype=np.uint16), 10, 8, 4)
+        tokenfiles.get_batch(tokens, -1, 0, 2, 16)
 
 
 def test_spread_heldout_blocks_sample_the_whole_text(tmp_path: Path, corpora_dir: Path):
     text = (corpora_dir / "tinyshakespeare.txt").read_text()
-    ranges = data.spread_ranges(text)
-    blocks = sorted(r for s in data.SPLITS for r in ranges[s])
+    ranges = splits.spread_ranges(text)
+    blocks = sorted(r for s in splits.SPLITS for r in ranges[s])
     # the blocks tile the text exactly, in order, without gaps or overlaps
     assert blocks[0][0] == 0 and blocks[-1][1] == len(text)
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
@@ -465,14 +445,14 @@ def test_spread_heldout_blocks_sample_the_whole_text(tmp_path: Path, corpora_dir
     assert len(blocks) == 136 and len(ranges["val"]) == 7 and len(ranges["test"]) == 6
     # held-out text comes from the whole play collection, not its end
     assert ranges["test"][0][1] < len(text) / 5 and ranges["val"][0][1] < len(text) / 5
-    meta = data.prepare(text, tmp_path / "p", tokenizer="char", heldout="spread")
+    meta = prepare.prepare(text, tmp_path / "p", tokenizer="char", heldout="spread")
     assert meta["split"]["heldout"] == "spread"
     assert meta["tokens"]["val"] == sum(b - a for a, b in ranges["val"])  # char level: 1 token per char
-    trimmed = data.meta_for_record(meta)
+    trimmed = prepare.meta_for_record(meta)
     assert "char_ranges" not in trimmed["split"] and trimmed["split"]["n_blocks"] == {"train": 123, "val": 7, "test": 6}
-    assert data.meta_for_record({"split": {"heldout": "end"}}) == {"split": {"heldout": "end"}}
+    assert prepare.meta_for_record({"split": {"heldout": "end"}}) == {"split": {"heldout": "end"}}
     with pytest.raises(UserError, match="fewer than 20 blocks"):
-        data.spread_ranges(text[:50_000])
+        splits.spread_ranges(text[:50_000])
 
 
 def test_spread_is_its_own_cache_entry_and_run_identity(tmp_path: Path, corpora_dir: Path):
@@ -480,11 +460,11 @@ def test_spread_is_its_own_cache_entry_and_run_identity(tmp_path: Path, corpora_
 
     end = DataConfig(corpus="tinyshakespeare", tokenizer="char")
     spread = dataclasses.replace(end, heldout="spread")
-    a = data.prepared_dir_for(end, corpora_dir, cache_dir=tmp_path)
-    b = data.prepared_dir_for(spread, corpora_dir, cache_dir=tmp_path)
+    a = prepare.prepared_dir_for(end, corpora_dir, cache_dir=tmp_path)
+    b = prepare.prepared_dir_for(spread, corpora_dir, cache_dir=tmp_path)
     assert a != b and b.name.endswith("-spread")
     # the default ('end') is left out of the run id, so ids made before the field existed hold
     assert "heldout" not in RunConfig(data=end).identity()["data"]
     assert RunConfig(data=end).run_id() != RunConfig(data=spread).run_id()
     with pytest.raises(UserError, match="'end' held-out sets but data.heldout='spread'"):
-        data.prepared_dir_for(dataclasses.replace(spread, corpus=str(a)), corpora_dir)
+        prepare.prepared_dir_for(dataclasses.replace(spread, corpus=str(a)), corpora_dir)

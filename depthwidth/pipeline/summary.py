@@ -1,17 +1,6 @@
-"""``depthwidth reproduce``: sweep -> fit -> figures -> a short summary, theory next to experiment.
+"""What ``depthwidth reproduce`` reports: the fit next to the published law and the theory.
 
-:func:`reproduce` runs the preset's sweep (:func:`depthwidth.experiments.runner.run_sweep`:
-finished runs are skipped), then for each corpus of the preset fits the transition points and
-the law ln d_x = a + b·L (:func:`depthwidth.fits.lawfit.build_fit`, written as ``fit.json``),
-draws the figures (:func:`depthwidth.paper_figs.make_all`, into ``figures/``) and writes
-``summary.json`` and ``summary.md``.
-
-Output layout (``OUT`` = ``--out``, default the results directory): a one-corpus preset writes
-``OUT/fit.json``, ``OUT/figures/``, ``OUT/summary.{json,md}``, the places ``depthwidth fit``
-and ``depthwidth figs`` use by default; a preset over several corpora writes each corpus's fit
-and figures under ``OUT/<corpus>/`` and one summary in ``OUT``.
-
-What the summary compares (per corpus):
+Per corpus (:func:`corpus_summary`):
 
 * the fitted a, b with their standard errors and 95% intervals, next to the published
   a = 5.039, b = 0.0555 (Levine et al. 2020, arXiv 2006.12467 v3); the paper gives no errors,
@@ -21,22 +10,19 @@ What the summary compares (per corpus):
   assigned depth) or not, and on which side the transition must lie (its fit status); and the
   size at which the published law puts that pair's transition, N_paper = 12·L·exp(2a + 2b·L)
   at the same assigned depth L (:func:`depthwidth.fits.projections.transition_params`).
+
+:func:`summary_text` is what the command prints, :func:`summary_markdown` is ``summary.md``.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
-from depthwidth.errors import UserError
-from depthwidth.experiments.presets import Preset
 from depthwidth.units import format_count
 
 THEORY_SLOPE = math.log(3.0)  # ln d_x = L ln 3 at the threshold L_th = log3(d_x) (Levine et al. 2020, Thm 1/2)
-
-
 
 
 def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
@@ -112,86 +98,6 @@ def corpus_summary(results: str, fit: dict[str, Any] | None, fit_error: str | No
                warnings=list(fit.get("warnings") or []), options=fit.get("options"),
                by_assign=fit.get("by_assign"))
     return out
-
-
-def _fit_one(results: str, out_dir: Path, pairs: str, assign: str, bootstrap: int,
-             figures: bool) -> dict[str, Any]:
-    from depthwidth.experiments.records import write_json_atomic
-    from depthwidth.fits.lawfit import build_fit
-    from depthwidth.fits.table import load_table
-
-    fit = fit_error = fit_path = None
-    try:
-        table = load_table(results)
-        fit = build_fit(table, pairs=pairs, assign=assign, bootstrap=bootstrap)
-        fit_path = str(out_dir / "fit.json")
-        write_json_atomic(fit_path, fit)
-    except UserError as e:  # e.g. every run diverged, or one depth only: say so, draw what can be drawn
-        fit_error = str(e)
-    figs: list[str] = []
-    figs_error = None
-    if figures:
-        from depthwidth.paper_figs import make_all
-
-        try:
-            figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures")]
-        except UserError as e:
-            figs_error = str(e)
-    return corpus_summary(results, fit, fit_error, fit_path, figs, figs_error)
-
-
-def reproduce(preset: Preset, results: str | Path, *, out: str | Path | None = None, pairs: str = "doubling",
-              assign: str = "geom", bootstrap: int = 1000, figures: bool = True,
-              sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Sweep, fit, figures and summary for ``preset`` (module docstring); returns the summary dict.
-
-    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.runner.run_sweep`, or with ``jobs`` > 1
-    (and ``child_args``) to :func:`~depthwidth.experiments.runner.run_local_jobs`.
-
-    Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
-    (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
-    ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
-    files (summary.json, summary.md), wall_s. Raises UserError for bad options (checked before
-    any training) or a UserError from the sweep.
-    """
-    from depthwidth.experiments import runner
-    from depthwidth.experiments.records import write_json_atomic
-    from depthwidth.fits.transitions import assigned_depth, select_pairs
-
-    select_pairs([1, 2], pairs)  # validate the fit options before hours of training
-    assigned_depth(1, 2, assign)
-    if str(results).startswith(("gs://", "s3://")) or (out and "://" in str(out)):
-        raise UserError("reproduce reads results and writes figures on local paths; sweep to a bucket with "
-                        "`depthwidth sweep`, then copy the records")
-    t0 = time.perf_counter()
-    kw = dict(sweep_kwargs or {})
-    if kw.get("jobs", 1) > 1:
-        rep = runner.run_local_jobs(preset, results, kw.pop("child_args"), **kw)
-    else:
-        kw.pop("jobs", None)
-        kw.pop("child_args", None)
-        rep = runner.run_sweep(preset, results, **kw)
-    out_root = Path(out) if out is not None else Path(results)
-    groups = runner.group_dirs(preset, results)
-    per: dict[str, Any] = {}
-    for corpus, gdir in groups.items():
-        odir = out_root if len(groups) == 1 else out_root / Path(gdir).name
-        per[corpus] = _fit_one(gdir, odir, pairs, assign, bootstrap, figures)
-    summary = {
-        "preset": preset.name, "description": preset.description, "results": str(results), "out": str(out_root),
-        "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
-        "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
-    }
-    # Stored without timings, so regenerating from finished records leaves the file byte-identical.
-    stored = {**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}}
-    write_json_atomic(out_root / "summary.json", stored)
-    summary["wall_s"] = time.perf_counter() - t0
-    md = summary_markdown(summary)
-    (out_root / "summary.md").write_text(md)
-    return summary
-
-
-# ------------------------------------------------------------------------------ text
 
 
 def _law_lines(law: dict[str, Any]) -> list[str]:

@@ -8,8 +8,9 @@ import subprocess
 import pytest
 
 from depthwidth.cli import main
-from depthwidth.experiments import summary
 from depthwidth.experiments.presets import load_preset
+from depthwidth.fits.options import FitOptions
+from depthwidth.pipeline import reproduce, summary
 
 
 def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
@@ -161,8 +162,7 @@ def test_reproduce_recovers_a_known_law(tmp_path):
     N = 12 L exp(2a + 2bL) (a = 5.039, b = 0.0555), +-0.0005 by seed. Then L=4 beats L=2 exactly
     where L* > sqrt(8), i.e. at N* = N(sqrt 8), whose width at the geometric-mean depth sqrt(8)
     is exp(a + b sqrt 8): the fit must give back a and b, per corpus, in the multi-corpus layout."""
-    from depthwidth.experiments import records
-    from depthwidth.experiments.presets import load_preset
+    from depthwidth import records
     from depthwidth.fits.law import levine2020
     from depthwidth.fits.projections import optimal_depth
 
@@ -183,8 +183,8 @@ def test_reproduce_recovers_a_known_law(tmp_path):
 
     f = tmp_path / "known.toml"
     f.write_text(KNOWN)
-    s = summary.reproduce(load_preset(f), tmp_path / "res", bootstrap=200, figures=False,
-                          sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+    s = reproduce(load_preset(f), tmp_path / "res", fit_options=FitOptions(bootstrap=200), figures=False,
+                  sweep_kwargs={"train_fn": engine, "log": lambda m: None})
     assert s["complete"] and s["sweep"]["finished"] == 2 * 3 * 6 * 2
     assert set(s["corpora"]) == {"tinyshakespeare", "kjv"}
     for corpus, c in s["corpora"].items():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from depthwidth.cli import main
-from depthwidth.models import data
+from depthwidth.data import prepare, tokenfiles
 
 
 def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -23,7 +23,7 @@ def test_prepare_char_json(capsys, tmp_path: Path, corpora_dir: Path):
     obj = json.loads(stdout)  # one JSON object
     # SOURCES.md: 65 distinct characters, 1,115,394 characters in all.
     assert obj["vocab_size"] == 65 and obj["tokens"]["total"] == 1_115_394
-    assert sorted(p.name for p in out.iterdir()) == sorted(data.OUTPUT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(prepare.OUTPUT_FILES)
     assert json.loads((out / "meta.json").read_text())["tokenizer"]["sha256"] == obj["tokenizer"]["sha256"]
 
     # Refuses to overwrite, then does with --force.
@@ -35,7 +35,7 @@ def test_prepare_char_json(capsys, tmp_path: Path, corpora_dir: Path):
     assert rc == 0 and "vocab_size 65" in stdout and "1,115,394" in stdout
 
     rc, stdout, _ = _run(capsys, ["data", "info", str(out), "--json"])
-    assert rc == 0 and json.loads(stdout)["tokens"]["train"] == data.open_prepared(out).train.size
+    assert rc == 0 and json.loads(stdout)["tokens"]["train"] == tokenfiles.open_prepared(out).train.size
 
 
 def test_prepare_bpe_from_text_file(capsys, tmp_path: Path, corpora_dir: Path, monkeypatch):
@@ -49,7 +49,7 @@ def test_prepare_bpe_from_text_file(capsys, tmp_path: Path, corpora_dir: Path, m
     meta = json.loads(stdout)
     assert meta["tokenizer"]["kind"] == "bpe" and meta["vocab_size"] == 500
     assert meta["split"]["fractions"] == [0.8, 0.1, 0.1] and meta["source"]["name"] == "snippet"
-    prep = data.open_prepared(out)
+    prep = tokenfiles.open_prepared(out)
     assert prep.decode(prep.val) == src.read_text()[slice(*meta["split"]["char_ranges"]["val"])]
 
 

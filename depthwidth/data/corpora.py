@@ -14,11 +14,11 @@ import hashlib
 import os
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.records import unique_sibling
 
 DATA_ENV = "DEPTHWIDTH_DATA"
 
@@ -152,8 +152,7 @@ def fetch(corpus: Corpus, directory: str | Path, *, timeout_s: float = 60.0) -> 
     if not corpus.url:
         raise UserError(f"corpus {corpus.name!r} has no download URL; make it with: {corpus.source}")
     directory = Path(directory)
-    # A unique name opened with "xb" (not mkstemp, which forces mode 0600): the file follows the umask.
-    tmp = directory / f".{corpus.file}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+    tmp = unique_sibling(directory / corpus.file)  # opened with "xb": the file follows the umask
     try:
         directory.mkdir(parents=True, exist_ok=True)
         out = open(tmp, "xb")

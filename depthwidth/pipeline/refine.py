@@ -24,7 +24,8 @@ It stops when no pair needs a new size, or when the refined runs (records of thi
 outside its grid) would exceed ``max_runs``. Everything is a pure function of the records, so
 an interrupted refinement resumes where it stopped, and every worker proposes the same runs.
 
-Preset table (all keys optional)::
+Preset table (all keys optional; parsed and validated with the preset, as
+:class:`~depthwidth.experiments.presets.RefineSpec`, so ``load_preset`` rejects a bad one)::
 
     [refine]
     pairs = "adjacent"          # depth pairs to refine ("adjacent" or "doubling")
@@ -34,58 +35,29 @@ Preset table (all keys optional)::
     max_N = 1.6e6               # ... but never above this Kaplan N (parameters)
     min_N = 1e4                 # ... or below this
     bootstrap = 400             # replicates per round
+
+Why here, in the pipeline: a round fits (``fits``) and then trains (``experiments``), and those
+two layers are siblings that never import each other (ARCHITECTURE.md). The ``sweep`` command's
+``--refine`` / ``--refine-round`` flags are added to it by :mod:`depthwidth.pipeline.cli`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+import sys
 from typing import Any
 
 from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
+from depthwidth.experiments.presets import REFINE_KEYS, RefineSpec, merge_config, parse_refine
+from depthwidth.fits.options import MIN_FRACTION
+from depthwidth.fits.table import load_table
+from depthwidth.fits.transitions import USABLE, compute_transitions
+from depthwidth.units import format_count
 
-REFINE_KEYS = {"pairs", "target_ln_width", "max_runs", "extend", "max_N", "min_N", "bootstrap"}
-
-
-@dataclass(frozen=True)
-class RefineSpec:
-    """Refinement options (module docstring); units: ln N for target_ln_width, parameters for N."""
-
-    pairs: str = "adjacent"
-    target_ln_width: float = 0.35
-    max_runs: int = 36
-    extend: bool = True
-    max_N: float = 1.6e6
-    min_N: float = 1e4
-    bootstrap: int = 400
-
-    def __post_init__(self) -> None:
-        if self.pairs not in ("adjacent", "doubling"):
-            raise UserError(f"refine.pairs must be 'adjacent' or 'doubling', got {self.pairs!r}")
-        if not (self.target_ln_width > 0 and self.max_runs >= 0 and self.bootstrap >= 50
-                and 0 < self.min_N < self.max_N):
-            raise UserError("refine needs target_ln_width > 0, max_runs >= 0, bootstrap >= 50, 0 < min_N < max_N")
-
-
-def parse_refine(raw: Any, where: str) -> RefineSpec | None:
-    """The preset's ``[refine]`` table as a RefineSpec (None when absent); UserError if malformed."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise UserError(f"{where}: refine must be a table")
-    unknown = sorted(set(raw) - REFINE_KEYS)
-    if unknown:
-        raise UserError(f"{where}: unknown refine key(s) {', '.join(unknown)} (known: {', '.join(sorted(REFINE_KEYS))})")
-    types = {f.name: f.type for f in dataclasses.fields(RefineSpec)}
-    vals = {}
-    for k, v in raw.items():
-        want = {"str": str, "float": (int, float), "int": int, "bool": bool}[types[k]]
-        if isinstance(v, bool) != (types[k] == "bool") or not isinstance(v, want):
-            raise UserError(f"{where}: refine.{k} must be a {types[k]}, got {v!r}")
-        vals[k] = float(v) if types[k] == "float" else v
-    return RefineSpec(**vals)
+__all__ = ["REFINE_KEYS", "RefineSpec", "parse_refine", "proposals", "cell_configs", "refined_runs_done",
+           "plan_round", "round_preset", "describe", "refine_after_grid"]
 
 
 def _even_width(N: float, L: int, n_head: int) -> int:
@@ -95,8 +67,6 @@ def _even_width(N: float, L: int, n_head: int) -> int:
 
 def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: RefineSpec) -> float | None:
     """The new size N for one transition point, or None when it is resolved or cannot move."""
-    from depthwidth.fits.transitions import MIN_FRACTION, USABLE
-
     sizes = sorted({N for L in (p.L_s, p.L_d) for N, _ in cells_by_depth[L]})
     if p.status in USABLE:
         ci = p.N_star_ci95
@@ -123,8 +93,6 @@ def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: Refin
 def proposals(table, spec: RefineSpec, n_head: int) -> list[dict[str, Any]]:
     """New cells for one round: [{"L_s", "L_d", "status", "N", "cells": [(L, d), ...]}] for the
     pairs that are not resolved (module docstring). ``table`` is a fits ResultsTable."""
-    from depthwidth.fits.transitions import compute_transitions
-
     points, _ = compute_transitions(table, pairs=spec.pairs, bootstrap=spec.bootstrap)
     have = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
     by_depth: dict[int, list[tuple[float, int]]] = {}
@@ -146,8 +114,6 @@ def proposals(table, spec: RefineSpec, n_head: int) -> list[dict[str, Any]]:
 def cell_configs(preset, cells: list[tuple[int, int]]) -> list[RunConfig]:
     """RunConfigs for (depth, width) cells with every seed and corpus of ``preset``: its base with
     the depth's overrides, exactly as the preset's own grid points are built."""
-    from depthwidth.experiments.presets import merge_config
-
     runs = []
     for corpus in preset.corpora:
         for seed in preset.seeds:
@@ -165,8 +131,6 @@ def refined_runs_done(preset, table) -> int:
 
 def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, Any]], list[RunConfig]]:
     """(proposals, their runs trimmed to the remaining budget) for the next round."""
-    from depthwidth.fits.table import load_table
-
     table = load_table(results)
     props = proposals(table, spec, preset.base.model.n_head)
     left = spec.max_runs - refined_runs_done(preset, table)
@@ -190,7 +154,33 @@ def round_preset(preset, results: str):
 
 def describe(props: list[dict[str, Any]]) -> list[str]:
     """One line per proposal, for the sweep's progress log."""
-    from depthwidth.units import format_count
-
     return [f"pair ({p['L_s']},{p['L_d']}) {p['status']}: add N ~ {format_count(p['N'])} as "
             + ", ".join(f"L{L} d{d}" for L, d in p["cells"]) for p in props]
+
+
+def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any], rep):
+    """Refinement rounds after a finished grid (``sweep --refine``): each round's runs go to
+    :func:`~depthwidth.experiments.runner.run_local_jobs` (its child workers get
+    ``--refine-round``, which makes them compute the same round); returns ``rep`` (the grid's
+    SweepReport) with the rounds' trained and failed runs added. Progress lines on stderr."""
+    from depthwidth.experiments.runner import run_local_jobs
+
+    if rep.remaining:
+        print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
+        return rep
+    trained, failed = list(rep.trained), list(rep.failed)
+    for rnd in range(1, 1000):
+        sub, props = round_preset(preset, results)
+        if not sub.runs:
+            msg = "no pair needs another size" if not props else "the run budget (refine.max_runs) is spent"
+            print(f"[refine] done after {rnd - 1} round(s): {msg}", file=sys.stderr)
+            break
+        for line in describe(props):
+            print(f"[refine] round {rnd}: {line}", file=sys.stderr)
+        r = run_local_jobs(sub, results, child + ["--refine-round"], **kw)
+        trained += r.trained
+        failed += r.failed
+        if r.failed or r.remaining:
+            break
+    rep.trained, rep.failed = trained, failed
+    return rep

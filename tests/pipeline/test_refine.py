@@ -1,4 +1,5 @@
-"""Adaptive refinement: which sizes a round adds, from the records alone (experiments.refine)."""
+"""Adaptive refinement: which sizes a round adds, from the records alone (pipeline.refine), and
+`depthwidth sweep --refine`."""
 
 import math
 
@@ -6,9 +7,9 @@ import pytest
 
 from depthwidth.errors import UserError
 from depthwidth.experiments.presets import load_preset, merge_config
-from depthwidth.experiments.refine import RefineSpec, cell_configs, parse_refine, proposals
 from depthwidth.fits.synthetic import Surface, write_synthetic
 from depthwidth.fits.table import load_table
+from depthwidth.pipeline.refine import RefineSpec, cell_configs, parse_refine, proposals
 
 
 def _table(tmp_path, N_range, per_decade=2, seed=0):
@@ -124,3 +125,15 @@ def test_sweep_refine_trains_new_widths_once_within_budget(tmp_path, engine_env,
     assert len(table.runs) == len(grid) + len(refined)
     again = subprocess.run(cmd, env=engine_env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and json.loads(again.stdout)["trained"] == []
+
+
+def test_refine_flags_belong_to_sweep_only():
+    # pipeline/cli.py adds them to the sweep command registered by experiments/cli.py.
+    from depthwidth.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["sweep", "--preset", "smoke", "--results", "r", "--refine"])
+    assert args.refine and not args.refine_round and args.func.__module__ == "depthwidth.pipeline.cli"
+    assert parser.parse_args(["sweep", "--preset", "smoke", "--results", "r"]).refine is False
+    with pytest.raises(UserError, match="unrecognized arguments: --refine"):
+        parser.parse_args(["reproduce", "--preset", "smoke", "--refine"])

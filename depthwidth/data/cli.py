@@ -1,4 +1,4 @@
-"""``depthwidth data prepare`` and ``depthwidth data info`` (thin: parse, call models.data, print).
+"""``depthwidth data prepare`` and ``depthwidth data info`` (thin: parse, call depthwidth.data, print).
 
 Nothing heavy at module level: numpy and tokenizers are imported inside the handlers.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from depthwidth.cli import add_json_flag, emit
+from depthwidth.console import add_json_flag, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,13 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from depthwidth.models import data
+    from depthwidth.data.prepare import prepare_to
+    from depthwidth.data.splits import parse_split
     from depthwidth.units import parse_int
 
-    meta = data.prepare_to(
+    meta = prepare_to(
         args.out, force=args.force, corpus=args.corpus, text_path=args.text, data_dir=args.data_dir,
         download=args.download, tokenizer=args.tokenizer,
-        vocab_size=parse_int(args.vocab_size, name="--vocab-size"), split=data.parse_split(args.split),
+        vocab_size=parse_int(args.vocab_size, name="--vocab-size"), split=parse_split(args.split),
         heldout=args.heldout,
     )
     emit(args, {"out": str(args.out), **meta}, _prepared_text(args.out, meta))
@@ -91,7 +92,7 @@ def _prepared_text(out: Any, meta: dict[str, Any]) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from depthwidth.models import corpora
+    from depthwidth.data import corpora
 
     if args.target is None:
         rows = [_corpus_row(c, args.data_dir) for c in corpora.CORPORA.values()]
@@ -102,20 +103,20 @@ def _info(args: argparse.Namespace) -> int:
         row = _corpus_row(corpora.CORPORA[args.target], args.data_dir, verify=True)
         emit(args, row, "\n".join(f"{k:<12} {v}" for k, v in row.items()))
         return 0
-    from depthwidth.models import data
+    from depthwidth.data import tokenfiles
 
-    prep = data.open_prepared(args.target)
+    prep = tokenfiles.open_prepared(args.target)
     meta = dict(prep.meta)
     if "unigram_entropy_train_nats" not in meta:
-        meta["unigram_entropy_train_nats"] = data.unigram_entropy(prep.train)
-        meta["uniform_entropy_nats"] = data.uniform_entropy(prep.vocab_size)
+        meta["unigram_entropy_train_nats"] = tokenfiles.unigram_entropy(prep.train)
+        meta["uniform_entropy_nats"] = tokenfiles.uniform_entropy(prep.vocab_size)
     emit(args, {"path": str(prep.path), **meta}, _prepared_text(prep.path, meta))
     return 0
 
 
 def _corpus_row(c: Any, data_dir: str | None, verify: bool = False) -> dict[str, Any]:
+    from depthwidth.data import corpora
     from depthwidth.errors import UserError
-    from depthwidth.models import corpora
 
     row = {"name": c.name, "file": c.file, "bytes": c.n_bytes, "sha256": c.sha256, "licence": c.licence,
            "url": c.url, "origin": c.source, "description": c.description}

@@ -1,0 +1,102 @@
+"""``depthwidth reproduce``: sweep -> fit -> figures -> a short summary, theory next to experiment.
+
+:func:`reproduce` runs the preset's sweep (:func:`depthwidth.experiments.runner.run_sweep`:
+finished runs are skipped), then for each corpus of the preset fits the transition points and
+the law ln d_x = a + b·L (:func:`depthwidth.fits.lawfit.build_fit`, written as ``fit.json``),
+draws the figures (:func:`depthwidth.paper_figs.make_all`, into ``figures/``) and writes
+``summary.json`` and ``summary.md`` (what they compare: :mod:`depthwidth.pipeline.summary`).
+
+Output layout (``OUT`` = ``--out``, default the results directory): a one-corpus preset writes
+``OUT/fit.json``, ``OUT/figures/``, ``OUT/summary.{json,md}``, the places ``depthwidth fit``
+and ``depthwidth figs`` use by default; a preset over several corpora writes each corpus's fit
+and figures under ``OUT/<corpus>/`` and one summary in ``OUT``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from depthwidth.errors import UserError
+from depthwidth.fits.options import FitOptions
+from depthwidth.pipeline.summary import corpus_summary, summary_markdown
+from depthwidth.records import write_atomic, write_json_atomic
+
+
+def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
+              fit_options: FitOptions = FitOptions(), figures: bool = True,
+              sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sweep, fit, figures and summary for ``preset`` (a loaded
+    :class:`~depthwidth.experiments.presets.Preset`; module docstring); returns the summary dict.
+
+    ``fit_options`` are the fit's (validated when constructed, so before any training);
+    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.runner.run_sweep`, or with ``jobs`` > 1
+    (and ``child_args``) to :func:`~depthwidth.experiments.runner.run_local_jobs`.
+
+    Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
+    (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
+    ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
+    files (summary.json, summary.md), wall_s. Raises UserError for non-local paths or a
+    UserError from the sweep.
+    """
+    from depthwidth.experiments import runner
+
+    if "://" in str(results) or (out and "://" in str(out)):
+        raise UserError("reproduce reads results and writes figures on local paths; use a local or mounted "
+                        "(e.g. gcsfuse) directory")
+    t0 = time.perf_counter()
+    rep = _sweep(preset, results, sweep_kwargs)
+    out_root = Path(out) if out is not None else Path(results)
+    groups = runner.group_dirs(preset, results)
+    per = {corpus: _fit_and_draw(gdir, out_root if len(groups) == 1 else out_root / Path(gdir).name,
+                                 fit_options, figures)
+           for corpus, gdir in groups.items()}
+    summary = {
+        "preset": preset.name, "description": preset.description, "results": str(results), "out": str(out_root),
+        "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
+        "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
+    }
+    # Stored without timings, so regenerating from finished records leaves the file byte-identical.
+    stored = {**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}}
+    write_json_atomic(out_root / "summary.json", stored)
+    summary["wall_s"] = time.perf_counter() - t0
+    write_atomic(out_root / "summary.md", summary_markdown(summary))
+    return summary
+
+
+def _sweep(preset, results: str | Path, sweep_kwargs: dict[str, Any] | None):
+    """Step 1: every run of the preset has a record (or is reported failed / busy)."""
+    from depthwidth.experiments import runner
+
+    kw = dict(sweep_kwargs or {})
+    if kw.get("jobs", 1) > 1:
+        return runner.run_local_jobs(preset, results, kw.pop("child_args"), **kw)
+    kw.pop("jobs", None)
+    kw.pop("child_args", None)
+    return runner.run_sweep(preset, results, **kw)
+
+
+def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:
+    """Steps 2 and 3 for one corpus: fit.json from the records, then the figures; either may
+    fail with a UserError (every run diverged, one depth only), which the summary reports."""
+    from depthwidth.fits.lawfit import build_fit
+    from depthwidth.fits.table import load_table
+
+    fit = fit_error = fit_path = None
+    try:
+        fit = build_fit(load_table(results), **options.kwargs())
+        fit_path = str(out_dir / "fit.json")
+        write_json_atomic(fit_path, fit)
+    except UserError as e:  # say so, draw what can be drawn
+        fit_error = str(e)
+    figs: list[str] = []
+    figs_error = None
+    if figures:
+        from depthwidth.paper_figs import make_all
+
+        try:
+            figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures", options=options)]
+        except UserError as e:
+            figs_error = str(e)
+    return corpus_summary(results, fit, fit_error, fit_path, figs, figs_error)

@@ -1,0 +1,263 @@
+"""The result record: one immutable JSON file per run, of any kind of experiment (DESIGN §2).
+
+The bottom layer beside :mod:`depthwidth.config`: whatever writes results (the training engine,
+the synthetic sweeps, every other experiment kind) builds a :class:`Record`, and whatever reads
+them (the runner, the results table) reads the JSON dicts this module validates. It also holds
+the one atomic file writer of the package (:func:`write_atomic`).
+
+Layout of a results directory (shared by every worker; a local or mounted path)::
+
+    RESULTS/runs/<run_id>/record.json   the record below, written once, atomically
+    RESULTS/runs/<run_id>/log.jsonl     per-step log (step, loss, lr, grad_norm, tokens_per_s, mfu, wall_s)
+    RESULTS/runs/<run_id>/config.json   {"run_id", "config", "vocab_size"}, written when the run starts
+    RESULTS/runs/<run_id>/ckpt/         orbax checkpoints (never committed; deleted once the record
+                                        exists unless train.keep_weights)
+    RESULTS/runs/<run_id>/claim.json    the worker that owns an unfinished run (experiments.claims)
+
+Record fields (schema 1); losses are mean cross-entropy in nats per token of the run's tokenizer:
+
+    schema            1
+    kind              "train" (a training run) or the name of another experiment kind; a record
+                      without the field (every record written before it existed) is a "train" record
+    run_id            RunConfig.run_id() of ``config``
+    status            "finished" | "diverged" for kind "train"; any word for other kinds
+    config            RunConfig.to_dict() of the config as requested (model.vocab_size 0 = taken
+                      from the data), so ``from_dict(config).run_id() == run_id``
+    n_layer, d_model, n_head, vocab_size, seq_len, seed      copied from the config for easy
+                      tables; vocab_size is the resolved vocabulary (the data's when the config says 0)
+    params            {"non_embedding": exact stack count L*(12d^2+13d)+2d,
+                       "kaplan": 12*L*d^2 (Kaplan et al. 2020; the N of Levine et al.'s fit),
+                       "embedding": V*d + T*d, "total": all trainable parameters}
+    tokens            D, tokens trained on (steps * batch_size * seq_len)
+    steps             optimiser steps done
+    train_loss        mean training loss over the last log window (nats/token)
+    val_loss          final validation loss (nats/token) or null
+    test_loss         final test loss on train.test_sequences held-out sequences, or null if diverged
+    test_sequences    held-out sequences the test loss used
+    test_loss_chunks  (optional, new) the test loss of 32 consecutive equal groups of those
+                      sequences (models.engine.evaluate), for evaluation-set uncertainty; null if diverged
+    wall_s            training wall time (seconds, excluding compilation)
+    compile_s         ahead-of-time compilation time (seconds)
+    tokens_per_s      training throughput
+    mfu               model FLOPs utilisation against the measured/declared peak, or null
+    flops_per_token   training FLOPs per token used for MFU (convention named in mfu_convention)
+    mfu_convention    e.g. "6N + 6Vd + 6LTd (causal attention, MaxText convention)"
+    peak_flops_per_s  the peak the MFU is measured against
+    git_rev           git revision of the code, or null
+    versions          {"jax": ..., "flax": ..., "optax": ..., "python": ...}
+    device            e.g. "cpu x1"
+    host              (optional, new) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
+                      (depthwidth.hostcpu): a CPU run always uses one XLA thread
+    data              the prepared data's meta.json
+    finished_at       ISO 8601 UTC timestamp
+
+A record of another kind carries the same envelope (schema, kind, run_id, status, config,
+finished_at), any of the fields above that apply (null otherwise) and its own fields
+(:attr:`Record.extra`, stored at the top level). Only kind "train" records enter the results
+table and the law (:mod:`depthwidth.fits.table`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from depthwidth.errors import UserError
+
+SCHEMA = 1
+TRAIN = "train"
+STATUSES = ("finished", "diverged")  # the statuses of a "train" record
+REQUIRED = ("schema", "run_id", "status", "config")  # every kind
+TRAIN_REQUIRED = REQUIRED + ("n_layer", "d_model", "n_head", "seed", "params", "tokens", "test_loss")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One result record (fields and units in the module docstring); :meth:`to_dict` is the JSON.
+
+    Fields that do not apply to a run are None (null on disk). ``extra`` holds the fields of
+    other experiment kinds; they may not reuse a name defined here.
+    """
+
+    run_id: str
+    status: str
+    config: dict[str, Any]
+    kind: str = TRAIN
+    n_layer: int | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    vocab_size: int | None = None
+    seq_len: int | None = None
+    seed: int | None = None
+    params: dict[str, int] | None = None
+    tokens: int | None = None
+    steps: int | None = None
+    train_loss: float | None = None
+    val_loss: float | None = None
+    test_loss: float | None = None
+    test_sequences: int | None = None
+    test_loss_chunks: list[float] | None = None
+    wall_s: float | None = None
+    compile_s: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    flops_per_token: int | None = None
+    mfu_convention: str | None = None
+    peak_flops_per_s: float | None = None
+    git_rev: str | None = None
+    versions: dict[str, str] | None = None
+    device: str | None = None
+    host: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    finished_at: str = field(default_factory=_now)
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.kind, str) and self.kind):
+            raise UserError(f"record {self.run_id}: kind must be a non-empty string, got {self.kind!r}")
+        if self.kind == TRAIN and self.status not in STATUSES:
+            raise UserError(f"record {self.run_id}: status must be one of {STATUSES}, got {self.status!r}")
+        clash = sorted(set(self.extra) & {f.name for f in dataclasses.fields(self)})
+        if clash:
+            raise UserError(f"record {self.run_id}: extra fields {clash} reuse names of record fields")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to ``record.json`` (every field, then ``extra`` at the top level)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        return {**d, **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "record") -> Record:
+        """The record of a JSON dict (validated; unknown fields go to ``extra``; no kind = "train")."""
+        validate_record(d, source)
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in d.items() if k in names},
+                   extra={k: v for k, v in d.items() if k not in names})
+
+
+def params_of(n_layer: int, d_model: int, *, n_head: int = 1, vocab_size: int = 0, seq_len: int = 0,
+              tied_head: bool = True, d_ff: int | None = None) -> dict[str, int]:
+    """A record's ``params`` block, exact (:func:`depthwidth.theory.accounting.param_counts`)."""
+    from depthwidth.theory.accounting import param_counts
+
+    c = param_counts(n_layer, d_model, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len,
+                     tied_head=tied_head, d_ff=d_ff)
+    return {"non_embedding": c["stack_params"], "kaplan": c["kaplan_params"],
+            "embedding": c["embedding_params"], "total": c["total_params"]}
+
+
+def kind_of(rec: dict[str, Any]) -> str:
+    """A record dict's kind ("train" when it has none: the records written before kinds existed)."""
+    return rec.get("kind", TRAIN)
+
+
+def run_dir(results: str | Path, run_id: str) -> Path:
+    return Path(results) / "runs" / run_id
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def unique_sibling(path: str | Path) -> Path:
+    """A fresh hidden name beside ``path``, for a temporary file or directory.
+
+    Files are then opened by name (mode ``"xb"``), not with tempfile.mkstemp/mkdtemp, which
+    force mode 0600/0700: a file created here gets 0666 & ~umask (0644 under umask 022).
+    """
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
+
+
+def write_atomic(path: str | Path, data: bytes | str, *, exclusive: bool = False) -> bool:
+    """Write ``data`` to ``path`` atomically: a temp file in the same directory (fsynced), then
+    rename over ``path`` (POSIX atomic). With ``exclusive`` the temp file is hard-linked to
+    ``path`` instead, which fails if ``path`` exists: returns False then, and ``path`` never
+    appears half-written. Returns True when written. The parent directory is created if needed.
+
+    Raises OSError from the filesystem (with ``exclusive``, also when it has no hard links).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = unique_sibling(path)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if not exclusive:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def json_text(obj: Any) -> str:
+    """The package's JSON file format: indent 1, sorted keys, no NaN/Infinity, a final newline."""
+    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) -> bool:
+    """:func:`write_atomic` of ``obj`` as :func:`json_text`."""
+    return write_atomic(path, json_text(obj), exclusive=exclusive)
+
+
+def write_record(results: str | Path, rec: Record) -> Path:
+    """Write ``rec`` to ``results/runs/<run_id>/record.json`` atomically; return the path."""
+    path = run_dir(results, rec.run_id) / "record.json"
+    write_json_atomic(path, rec.to_dict())
+    return path
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def validate_record(rec: dict[str, Any], source: str = "record") -> dict[str, Any]:
+    """Check a record's required fields (by kind); raise UserError naming ``source`` if malformed."""
+    if not isinstance(rec, dict):
+        raise UserError(f"{source}: not a JSON object")
+    kind = kind_of(rec)
+    if not (isinstance(kind, str) and kind):
+        raise UserError(f"{source}: kind must be a non-empty string, got {kind!r}")
+    missing = [k for k in (TRAIN_REQUIRED if kind == TRAIN else REQUIRED) if k not in rec]
+    if missing:
+        raise UserError(f"{source}: missing fields {', '.join(missing)}")
+    if kind == TRAIN and rec["status"] not in STATUSES:
+        raise UserError(f"{source}: status must be one of {STATUSES}, got {rec['status']!r}")
+    return rec
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """Load and validate one record.json; raise UserError if unreadable or malformed."""
+    try:
+        with open(path) as fh:
+            rec = json.load(fh)
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read result record {path}: {e}") from None
+    return validate_record(rec, str(path))
+
+
+def iter_records(results: str | Path) -> list[dict[str, Any]]:
+    """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id."""
+    root = Path(results)
+    if not root.is_dir():
+        raise UserError(f"results directory not found: {root}")
+    return [read_record(p) for p in sorted(root.glob("runs/*/record.json"))]

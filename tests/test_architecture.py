@@ -1,0 +1,147 @@
+"""The package's shape (ARCHITECTURE.md): imports point down the data flow, with no cycle between
+subpackages (function-level imports included), and functions stay short.
+
+Read from the source with ``ast``; nothing is imported."""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "depthwidth"
+
+# Lowest first. A unit (a subpackage, or a top-level module) may import only units of lower
+# layers (and itself): config -> run -> record -> table -> fit -> figures/answers, with the
+# record format at the bottom beside the config and the orchestrator on top.
+LAYERS = [
+    {"depthwidth", "errors"},  # "depthwidth" = the package's __init__ (__version__)
+    {"units", "console", "hostcpu", "config"},
+    {"theory"},
+    {"records"},
+    {"data"},
+    {"models"},
+    {"experiments", "fits"},
+    {"paper_figs"},
+    {"pipeline"},
+    {"cli"},
+]
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+MAX_LINES = 100  # any function
+STEPS_MAX_LINES = 60  # the two functions that must read as a short list of steps
+
+
+def _unit(module: str) -> str:
+    """depthwidth.fits.table -> fits; depthwidth.records -> records; depthwidth -> depthwidth."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split(".")[1:])
+    return (PKG / rel).with_suffix(".py").is_file() or (PKG / rel / "__init__.py").is_file()
+
+
+def _imports(tree: ast.AST):
+    """Every depthwidth module a file imports, anywhere in it (lazy imports too), with its line;
+    ``importlib.import_module("depthwidth....")`` with a literal name counts."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            yield from ((a.name, n.lineno) for a in n.names if a.name.split(".")[0] == "depthwidth")
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module and n.module.split(".")[0] == "depthwidth":
+            subs = [f"{n.module}.{a.name}" for a in n.names if _is_module(f"{n.module}.{a.name}")]
+            yield from ((m, n.lineno) for m in (subs or [n.module]))
+        elif (isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "import_module" and n.args
+              and isinstance(n.args[0], ast.Constant) and str(n.args[0].value).startswith("depthwidth")):
+            yield n.args[0].value, n.lineno
+
+
+def _registered_commands(tree: ast.AST):
+    """The modules in depthwidth/cli.py's ``_COMMANDS`` table, which it imports by name."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "_COMMANDS" for t in n.targets):
+            yield from ((e.elts[0].value, n.lineno) for e in n.value.elts)
+
+
+def _graph() -> dict[str, dict[str, list[str]]]:
+    """unit -> {imported unit: ["file:line", ...]} (imports inside a unit left out)."""
+    edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent)
+        src = _unit(".".join(rel.with_suffix("").parts).removesuffix(".__init__"))
+        tree = ast.parse(path.read_text(), str(path))
+        for module, line in [*_imports(tree), *_registered_commands(tree)]:
+            dst = _unit(module)
+            if dst != src:
+                edges[src][dst].append(f"{rel}:{line}")
+    return edges
+
+
+def _cycle(edges) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the DFS stack, 2 = done
+
+    def visit(u, stack):
+        state[u] = 1
+        for v in sorted(edges.get(u, {})):
+            if state.get(v) == 1:
+                return stack[stack.index(v):] + [v]
+            if v not in state and (found := visit(v, stack + [v])):
+                return found
+        state[u] = 2
+        return None
+
+    for u in sorted(edges):
+        if u not in state and (found := visit(u, [u])):
+            return found
+    return None
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(".".join(p.relative_to(PKG.parent).with_suffix("").parts).removesuffix(".__init__"))
+             for p in PKG.rglob("*.py")}
+    assert units == set(RANK), f"add to LAYERS: {sorted(units - set(RANK))}; remove: {sorted(set(RANK) - units)}"
+
+
+def test_no_import_cycle_between_subpackages():
+    edges = _graph()
+    cycle = _cycle(edges)
+    if cycle:
+        where = [f"{a} -> {b} ({', '.join(edges[a][b][:3])})" for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("import cycle: " + "; ".join(where))
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b": []}, "b": {}, "c": {"a": []}}) is None
+
+
+def test_imports_point_down_the_layers():
+    up = [f"{src} -> {dst} ({', '.join(where[:3])})" for src, dsts in _graph().items() for dst, where in dsts.items()
+          if RANK[dst] >= RANK[src]]
+    assert not up, "imports that do not point down (ARCHITECTURE.md): " + "; ".join(up)
+
+
+def test_the_fit_and_figure_path_never_imports_the_engine():
+    # Fits and figures read stored records only; jax (models, data) and the runner stay out of them.
+    g = _graph()
+    bad = [f"{src} -> {dst}" for src in ("fits", "paper_figs") for dst in g[src] if dst in ("models", "data", "experiments")]
+    assert not bad
+
+
+def _functions():
+    for path in sorted(PKG.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{path.relative_to(PKG.parent)}:{n.lineno} {n.name}", n
+
+
+def test_no_function_over_100_lines():
+    long = [f"{where} ({n.end_lineno - n.lineno + 1} lines)" for where, n in _functions()
+            if n.end_lineno - n.lineno + 1 > MAX_LINES]
+    assert not long, f"functions over {MAX_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("name", ["train_run", "run_sweep"])
+def test_the_orchestrating_functions_are_short(name):
+    (n,) = [n for where, n in _functions() if n.name == name]
+    assert n.end_lineno - n.lineno + 1 <= STEPS_MAX_LINES
