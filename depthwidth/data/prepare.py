@@ -133,8 +133,8 @@ def meta_for_record(meta: dict[str, Any]) -> dict[str, Any]:
     """meta.json's dict as a run record keeps it: a spread split's block ranges (hundreds of
     [start, end) pairs) are replaced by their count per split; everything else is kept."""
     split = meta.get("split") or {}
-    if split.get("heldout") != "spread":
-        return meta
+    if split.get("heldout") != "spread" or "char_ranges" not in split:
+        return meta  # nothing to trim (or trimmed already)
     ranges = split.get("char_ranges") or {}
     return {**meta, "split": {**{k: v for k, v in split.items() if k != "char_ranges"},
                               "n_blocks": {s: len(r) for s, r in ranges.items()}}}

@@ -23,6 +23,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(p)
     p.set_defaults(func=_figs)
 
+    q = sub.add_parser("seprank-fig", help="draw fig5 (measured separation rank) from a stored seprank table",
+                       description="Draw fig5_measured_separation_rank (PNG + PDF) from the table.json written "
+                                   "by `depthwidth theory seprank --table`. Measures nothing.")
+    q.add_argument("--table", default="results/seprank/table.json", metavar="TABLE.json",
+                   help="the stored table (default results/seprank/table.json)")
+    q.add_argument("--out", default="results/seprank/figures", metavar="DIR",
+                   help="directory for the PNG and PDF (default results/seprank/figures)")
+    add_json_flag(q)
+    q.set_defaults(func=_seprank_fig)
+
+
+def _seprank_fig(args: argparse.Namespace) -> int:
+    from depthwidth.paper_figs import seprank_fig
+
+    files = seprank_fig.draw(args.table, args.out)
+    emit(args, {"table": args.table, "figures": files}, "wrote " + ", ".join(files))
+    return 0
+
 
 def _figs(args: argparse.Namespace) -> int:
     from depthwidth.paper_figs.make import render

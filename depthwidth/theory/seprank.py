@@ -1,0 +1,304 @@
+"""Measured separation rank: the grid-tensor rank of tiny self-attention networks, exactly.
+
+The *analysed network* of Levine et al. 2020 (arXiv 2006.12467, §3 and App. B; DESIGN §1.3) is
+a stack of L multi-head self-attention layers with the softmax, LayerNorm and feed-forward
+activations removed. Layer l maps the positions' vectors x_1..x_N (width d_x) to
+
+    y_i = [x_i +] Σ_h W_O^{l,h} Σ_j <W_Q^{l,h} x_i, W_K^{l,h} x_j> W_V^{l,h} x_j
+
+with H heads of size d_a = d_x / H (W_Q, W_K, W_V: d_a × d_x; W_O: d_x × d_a) and the bracketed
+residual term optional. Each layer is a cubic polynomial of its input, so the output is a
+polynomial of degree 3^L. The function measured here is f(x_1..x_N) = coordinate 0 of the last
+layer's output at position 0.
+
+Grid tensor (the paper's App. B): pick M template vectors t_1..t_M; A[i_1..i_N] = f(t_{i_1}, ...,
+t_{i_N}). Matricised across a balanced partition (P, Q) of the positions (rows: the P indices,
+columns: the Q indices), its rank is a lower bound on the separation rank of f w.r.t. (P, Q).
+
+Exactness. Float SVD ranks of these matrices fail already at L = 3 (entries span dozens of
+orders of magnitude). Here weights and templates are small random integers, so every entry is
+an exact integer (Python ints, no overflow), and the rank is computed over the rationals by
+FLINT (``python-flint``: ``fmpz_mat.rank``, fraction-free elimination) -- exact, not
+probabilistic. A float64 SVD rank (tolerance max(shape)·eps·σ_max, numpy's default) is kept as
+a cross-check, and :func:`grid_rank` reports whether the two agree.
+
+When is M large enough? Two caps exist besides the true rank: the number of distinct rows or
+columns (f is symmetric in the positions other than 0, so a side of k positions not holding
+position 0 has only C(M+k-1, k) distinct index multisets), and too few templates to separate
+the function's monomials. The rank is reported as *saturated* when adding ``step`` templates
+does not raise it; otherwise it is a lower bound (``saturated`` false).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from depthwidth.errors import UserError
+
+WEIGHT_RANGE = 2  # weights are integers in [-2, 2]
+TEMPLATE_RANGE = 3  # template entries are integers in [-3, 3]
+MAX_GRID = 2_000_000  # evaluations (M^N) refused above this: minutes of exact integer arithmetic
+
+
+@dataclass(frozen=True)
+class Network:
+    """Integer weights of the analysed network: layers[l][h] = (W_Q, W_K, W_V, W_O) as object
+    arrays of Python ints, shapes (d_a, d_x), (d_a, d_x), (d_a, d_x), (d_x, d_a)."""
+
+    layers: tuple
+    d_model: int
+    n_head: int
+    residual: bool
+
+
+def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, residual: bool = False) -> Network:
+    """Weights drawn uniformly from the integers in [-WEIGHT_RANGE, WEIGHT_RANGE] (numpy
+    Generator ``seed``). Raises UserError for bad sizes or H not dividing d_x."""
+    if n_layer < 1 or d_model < 1 or n_head < 1:
+        raise UserError(f"need layers, width, heads >= 1; got {n_layer}, {d_model}, {n_head}")
+    if d_model % n_head:
+        raise UserError(f"--heads {n_head} must divide --width {d_model}")
+    rng = np.random.default_rng(seed)
+    da = d_model // n_head
+
+    def w(shape):
+        return rng.integers(-WEIGHT_RANGE, WEIGHT_RANGE + 1, size=shape).astype(object)
+
+    layers = tuple(tuple((w((da, d_model)), w((da, d_model)), w((da, d_model)), w((d_model, da)))
+                         for _ in range(n_head)) for _ in range(n_layer))
+    return Network(layers, d_model, n_head, residual)
+
+
+def network_from_arrays(layers, *, residual: bool = False) -> Network:
+    """A Network from integer-valued arrays ``layers[l][h] = (W_Q, W_K, W_V, W_O)`` (e.g. trained
+    weights scaled and rounded). Raises UserError on inconsistent shapes."""
+    conv = []
+    for layer in layers:
+        heads = []
+        for Wq, Wk, Wv, Wo in layer:
+            arrs = [np.asarray(a).astype(object) for a in (Wq, Wk, Wv, Wo)]
+            if not (arrs[0].shape == arrs[1].shape == arrs[2].shape and arrs[3].shape == arrs[0].shape[::-1]):
+                raise UserError("attention weights must be (d_a, d_x) x3 and (d_x, d_a)")
+            heads.append(tuple(arrs))
+        conv.append(tuple(heads))
+    d = conv[0][0][0].shape[1]
+    return Network(tuple(conv), d, len(conv[0]), residual)
+
+
+def evaluate(net: Network, X: np.ndarray) -> np.ndarray:
+    """f on a batch: X (E, N, d_x) -> (E,) exact values (coordinate 0 at position 0)."""
+    for layer in net.layers:
+        out = 0
+        for Wq, Wk, Wv, Wo in layer:
+            q, k, v = X @ Wq.T, X @ Wk.T, X @ Wv.T  # (E, N, d_a)
+            scores = q @ np.swapaxes(k, 1, 2)  # (E, N, N): <W_Q x_i, W_K x_j>
+            out = out + (scores @ v) @ Wo.T
+        X = X + out if net.residual else out
+    return X[:, 0, 0]
+
+
+def balanced_partition(n_positions: int, which: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ``which``-th balanced partition (P, Q) of positions 0..N-1 with 0 in P (sorted
+    combinations of the other positions). Raises UserError for odd N or an index out of range."""
+    if n_positions < 2 or n_positions % 2:
+        raise UserError(f"--positions must be even and >= 2, got {n_positions}")
+    rest = list(itertools.combinations(range(1, n_positions), n_positions // 2 - 1))
+    if not 0 <= which < len(rest):
+        raise UserError(f"partition index must be in 0..{len(rest) - 1}")
+    P = (0, *rest[which])
+    return P, tuple(i for i in range(n_positions) if i not in P)
+
+
+def grid_matrix(net: Network, templates: np.ndarray, partition) -> np.ndarray:
+    """The grid tensor matricised across ``partition`` = (P, Q): rows index the templates at P's
+    positions, columns at Q's (both in lexicographic order); shape (M^|P|, M^|Q|), object ints."""
+    P, Q = partition
+    N = len(P) + len(Q)
+    M = len(templates)
+    if M**N > MAX_GRID:
+        raise UserError(f"{M}^{N} = {M**N:,} evaluations exceeds {MAX_GRID:,}; use fewer templates or positions")
+    idx = np.array(list(itertools.product(range(M), repeat=N)))  # row-major over positions 0..N-1
+    order = list(P) + list(Q)
+    vals = evaluate(net, templates[idx]).reshape((M,) * N)
+    return vals.transpose(order).reshape(M ** len(P), M ** len(Q))
+
+
+def exact_rank(A: np.ndarray) -> int:
+    """Rank over the rationals of an integer matrix (FLINT fmpz_mat, exact)."""
+    import flint
+
+    if A.size == 0:
+        return 0
+    return int(flint.fmpz_mat([[int(v) for v in row] for row in A]).rank())
+
+
+def float_rank(A: np.ndarray) -> int:
+    """numpy.linalg.matrix_rank of A in float64 (the default SVD tolerance): the cross-check."""
+    return int(np.linalg.matrix_rank(np.asarray(A, dtype=np.float64)))
+
+
+def templates_for(n_templates: int, d_model: int, seed: int) -> np.ndarray:
+    """M template vectors with integer entries in [-TEMPLATE_RANGE, TEMPLATE_RANGE], (M, d_x)."""
+    rng = np.random.default_rng(10_000 + seed)
+    return rng.integers(-TEMPLATE_RANGE, TEMPLATE_RANGE + 1, size=(n_templates, d_model)).astype(object)
+
+
+def distinct_cap(n_templates: int, partition) -> int:
+    """Most distinct rows or columns the matricised grid can have: a side holding position 0
+    has M^|side| index tuples; the other side, whose positions f treats alike, C(M+k-1, k)."""
+    P, Q = partition
+    M = n_templates
+    return min(M ** len(P), math.comb(M + len(Q) - 1, len(Q)))
+
+
+@dataclass
+class RankResult:
+    """One measurement. rank: exact rank of the grid matrix; rank_float: float64 SVD rank;
+    rank_more_templates: exact rank with ``step`` more templates (None if not computed);
+    saturated: rank == rank_more_templates; cap: distinct rows/columns (:func:`distinct_cap`)."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    n_positions: int
+    n_templates: int
+    residual: bool
+    seed: int
+    partition: list
+    shape: list
+    rank: int
+    rank_float: int
+    rank_more_templates: int | None
+    saturated: bool | None
+    cap: int
+    float_agrees: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def grid_rank(net: Network, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0, partition: int = 0,
+              step: int = 2, n_layer: int | None = None) -> RankResult:
+    """Exact grid-tensor rank of ``net`` (module docstring) with M = ``n_templates`` templates and,
+    when ``step`` > 0, with M + step to tell whether M was enough. Raises UserError on bad sizes."""
+    if n_templates < 1:
+        raise UserError(f"--templates must be >= 1, got {n_templates}")
+    part = balanced_partition(n_positions, partition)
+    T = templates_for(n_templates + max(step, 0), net.d_model, seed)
+    A = grid_matrix(net, T[:n_templates], part)
+    r = exact_rank(A)
+    r_more = exact_rank(grid_matrix(net, T, part)) if step > 0 else None
+    rf = float_rank(A)
+    return RankResult(n_layer=n_layer if n_layer is not None else len(net.layers), d_model=net.d_model,
+                      n_head=net.n_head, n_positions=n_positions, n_templates=n_templates, residual=net.residual,
+                      seed=seed, partition=[list(part[0]), list(part[1])], shape=list(A.shape), rank=r, rank_float=rf,
+                      rank_more_templates=r_more, saturated=None if r_more is None else r_more == r,
+                      cap=distinct_cap(n_templates, part), float_agrees=rf == r)
+
+
+def generic_rank(n_layer: int, d_model: int, n_head: int, *, draws: int = 2, seed: int = 0, residual: bool = False,
+                 **kw) -> RankResult:
+    """The largest grid rank over ``draws`` independent weight (and template) draws, seeds
+    seed, seed+1, ...: the rank "for all weights except a measure-zero set" is the maximum over
+    weights, and small integer weights hit the exceptional set (e.g. a zero row of the last
+    W_O, f ≡ 0) often enough that one draw is not enough. ``kw`` goes to :func:`grid_rank`."""
+    best = None
+    for s in range(seed, seed + max(1, draws)):
+        r = grid_rank(random_network(n_layer, d_model, n_head, seed=s, residual=residual), seed=s, **kw)
+        if best is None or (r.rank, r.saturated or False) > (best.rank, best.saturated or False):
+            best = r
+    return best
+
+
+def measure(n_layer: int, d_model: int, n_head: int, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0,
+            residual: bool = False, partition: int = 0, step: int = 2, draws: int = 2) -> dict:
+    """Random-weight measurement next to the bounds: the generic rank (:func:`generic_rank`,
+    the best of ``draws`` weight draws; ``seed`` in the result is the draw that gave it) with
+    the RankResult's fields, plus ``draws``, ``log3_rank``,
+    ``counting_bound`` (log₃ C(3^L + d_x, d_x)) and the reconstructed published-form bounds
+    (``log3_sep_lower``/``log3_sep_upper``, null when d_x <= H) from :mod:`separation`, and
+    ``within_counting_bound``. Raises UserError on bad sizes."""
+    from depthwidth.theory import separation
+
+    res = generic_rank(n_layer, d_model, n_head, draws=draws, seed=seed, residual=residual, n_positions=n_positions,
+                       n_templates=n_templates, partition=partition, step=step).to_dict()
+    res["draws"] = draws
+    count = separation.log_monomial_count(n_layer, d_model)
+    res["log3_rank"] = math.log(res["rank"], 3) if res["rank"] > 0 else None
+    res["counting_bound"] = count
+    res["within_counting_bound"] = res["rank"] == 0 or res["log3_rank"] <= count + 1e-12
+    try:
+        b = separation.bounds(n_layer, d_model, n_head)
+        res.update(log3_sep_lower=b["log3_sep_lower"], log3_sep_upper=b["log3_sep_upper"], regime=b["regime"])
+    except UserError:  # d_x <= H: the published forms use log3(d_x - H)
+        res.update(log3_sep_lower=None, log3_sep_upper=None, regime=separation.classify(n_layer, d_model)["regime"])
+    res["threshold_depth"] = separation.threshold_depth(d_model)
+    return res
+
+
+def measure_adaptive(n_layer: int, d_model: int, n_head: int, *, residual: bool = False, seed: int = 0,
+                     n_positions: int = 2, start: int = 8, max_templates: int = 128, step: int = 4,
+                     draws: int = 2) -> dict:
+    """:func:`measure` with M doubled from ``start`` until the rank is saturated (unchanged by
+    ``step`` more templates, and at most half the distinct-row/column cap) or M would exceed
+    ``max_templates``; the last measurement is returned (``saturated`` and ``cap`` say which)."""
+    M = start
+    while True:
+        res = measure(n_layer, d_model, n_head, n_positions=n_positions, n_templates=M, seed=seed,
+                      residual=residual, step=step, draws=draws)
+        # Saturated with headroom: unchanged by `step` more templates and at most half the cap
+        # (a rank just under the cap can still be the templates' limit, not the function's).
+        if (res["saturated"] and 2 * res["rank"] <= res["cap"]) or 2 * M > max_templates:
+            return res
+        M *= 2
+
+
+def is_lower_bound(row: dict) -> bool:
+    """Whether a measured row's rank may still be the templates' limit rather than the function's
+    (not saturated, or more than half the cap): then it is only a lower bound."""
+    return not (row.get("saturated") and 2 * row["rank"] <= row["cap"])
+
+
+TABLE_SHAPES = tuple((L, d, H) for L in (1, 2, 3) for d in (2, 3, 4, 6, 8) for H in (1, 2) if d % H == 0) \
+    + ((4, 2, 1), (4, 2, 2))
+
+
+def table(shapes=TABLE_SHAPES, *, residual=(False, True), seed: int = 0, max_templates: int = 128,
+          progress=None) -> list[dict]:
+    """:func:`measure_adaptive` for every (L, d_x, H) in ``shapes`` and residual setting; rows in
+    that order. ``progress(i, n, row)`` is called after each row (for long tables)."""
+    rows = []
+    todo = [(s, r) for s in shapes for r in residual]
+    for i, ((L, d, H), res) in enumerate(todo):
+        rows.append(measure_adaptive(L, d, H, residual=res, seed=seed, max_templates=max_templates))
+        if progress:
+            progress(i + 1, len(todo), rows[-1])
+    return rows
+
+
+def write_table(out: str, *, seed: int = 0, max_templates: int = 128, progress=None) -> dict:
+    """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/table.json``:
+    {"rows": [...], "method": ..., "seed", "max_templates", "n_positions"}; returns that dict."""
+    import json
+    import os
+    import tempfile
+
+    rows = table(seed=seed, max_templates=max_templates, progress=progress)
+    doc = {"what": "exact grid-tensor rank of the analysed self-attention network (theory.seprank)",
+           "method": "integer weights in [-2,2], integer templates in [-3,3], rank over Q by FLINT fmpz_mat "
+                     "(exact); the best of 2 weight draws; templates doubled from 8 until the rank is unchanged by 4 more "
+                     "and at most half the cap, or 128; "
+                     "float64 SVD rank as a cross-check",
+           "n_positions": 2, "seed": seed, "max_templates": max_templates, "rows": rows}
+    os.makedirs(out, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".table.json.")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, os.path.join(out, "table.json"))
+    return doc

@@ -1,0 +1,86 @@
+"""Measured separation rank of the analysed network (theory.seprank): exact grid-tensor ranks."""
+
+import math
+
+import numpy as np
+import pytest
+
+from depthwidth.errors import UserError
+from depthwidth.theory import seprank
+
+
+def test_a_product_function_has_rank_one():
+    # f(x0, x1) = (a.x0)(b.x1): every grid matrix is the outer product of two vectors.
+    T = seprank.templates_for(12, 3, seed=0)
+    a, b = np.array([1, -2, 3], dtype=object), np.array([2, 1, -1], dtype=object)
+    A = np.array([[int(a @ s) * int(b @ t) for t in T] for s in T], dtype=object)
+    assert seprank.exact_rank(A) == 1
+
+
+def test_one_layer_one_head_by_hand():
+    # L=1, H=1, d_x=1, weights q=k=v=o=1, no residual: f(x0, x1) = x0 * (x0*x0 + x1*x1)
+    # = x0^3 + x0 * x1^2: two separable terms, so rank 2 for templates with >= 2 distinct x0 and
+    # >= 2 distinct x1^2 values.
+    one = np.ones((1, 1), dtype=object)
+    net = seprank.network_from_arrays([[(one, one, one, one)]])
+    T = np.array([[1], [2], [3], [-1]], dtype=object)
+    A = seprank.grid_matrix(net, T, ((0,), (1,)))
+    assert [[int(v) for v in row] for row in A[:2]] == [[1 + 1, 1 + 4, 1 + 9, 1 + 1], [8 + 2, 8 + 8, 8 + 18, 8 + 2]]
+    assert seprank.exact_rank(A) == 2
+    # With the residual: f = x0 + x0^3 + x0 x1^2, still span{1, x1^2} x functions of x0: rank 2.
+    net_r = seprank.network_from_arrays([[(one, one, one, one)]], residual=True)
+    assert seprank.exact_rank(seprank.grid_matrix(net_r, T, ((0,), (1,)))) == 2
+
+
+def test_rank_is_the_same_for_every_balanced_partition():
+    # Levine et al. 2020, Proposition 1: attention treats all positions alike, so with 4
+    # positions the partitions {0,1}|{2,3}, {0,2}|{1,3}, {0,3}|{1,2} give one rank.
+    net = seprank.random_network(2, 3, 1, seed=1)
+    ranks = {seprank.grid_rank(net, n_positions=4, n_templates=5, partition=k, step=0).rank for k in range(3)}
+    assert len(ranks) == 1
+
+
+def test_exact_rank_equals_float_rank_where_well_conditioned():
+    for L, d in ((1, 4), (2, 2)):
+        r = seprank.grid_rank(seprank.random_network(L, d, 1, seed=2), n_positions=2, n_templates=24, step=0)
+        assert r.rank == r.rank_float and r.float_agrees
+
+
+def test_one_layer_rank_is_width_plus_one_and_within_the_counting_bound():
+    # Measured (and saturated) for one layer: the rank is d_x + 1 for every width tried.
+    for d in (2, 3, 4):
+        m = seprank.measure_adaptive(1, d, 1, max_templates=32)
+        assert m["saturated"] and m["rank"] == d + 1
+        assert m["within_counting_bound"] and m["log3_rank"] <= m["counting_bound"]
+        assert m["counting_bound"] == pytest.approx(math.log(math.comb(3 + d, d), 3))
+
+
+def test_bad_sizes_are_one_line_errors():
+    with pytest.raises(UserError, match="must divide"):
+        seprank.random_network(1, 3, 2)
+    with pytest.raises(UserError, match="even"):
+        seprank.balanced_partition(3)
+    with pytest.raises(UserError, match="exceeds"):
+        seprank.grid_matrix(seprank.random_network(1, 2, 1), seprank.templates_for(40, 2, 0), ((0, 1), (2, 3)))
+
+
+def test_cli_one_measurement_and_the_figure_from_a_stored_table(tmp_path, capsys):
+    import json
+
+    from depthwidth.cli import main
+
+    assert main(["theory", "seprank", "--layers", "1", "--width", "3", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["rank"] == 4 and r["saturated"] and not r["lower_bound"]  # d_x + 1 for one layer
+    assert main(["theory", "seprank", "--width", "3"]) == 2
+    assert "needs --layers and --width" in capsys.readouterr().err
+    # seprank-fig draws from a stored table only (two measured rows)
+    rows = [dict(seprank.measure(L, 2, 1, n_positions=2, n_templates=16, step=4), residual=False) for L in (1, 2)]
+    (tmp_path / "table.json").write_text(json.dumps({"rows": rows, "n_positions": 2}))
+    assert main(["seprank-fig", "--table", str(tmp_path / "table.json"), "--out", str(tmp_path / "figures"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(p.rsplit(".", 1)[1] for p in out["figures"]) == ["pdf", "png"]
+    assert (tmp_path / "figures" / "fig5_measured_separation_rank.png").read_bytes()[:4] == b"\x89PNG"
+    (tmp_path / "table.json").write_text("{}")
+    assert main(["seprank-fig", "--table", str(tmp_path / "table.json"), "--out", str(tmp_path)]) == 2
