@@ -20,9 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from depthwidth.fits.lawfit import THEORY_SLOPE  # ln 3: ln d_x = L ln 3 at the threshold L_th = log3(d_x)
 from depthwidth.units import format_count
-
-THEORY_SLOPE = math.log(3.0)  # ln d_x = L ln 3 at the threshold L_th = log3(d_x) (Levine et al. 2020, Thm 1/2)
 
 
 def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
