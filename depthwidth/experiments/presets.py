@@ -299,9 +299,13 @@ def parse_refine(raw: Any, where: str) -> RefineSpec | None:
     for k, v in raw.items():
         want = {"str": str, "float": (int, float), "int": int, "bool": bool}[types[k]]
         if isinstance(v, bool) != (types[k] == "bool") or not isinstance(v, want):
-            raise UserError(f"{where}: refine.{k} must be a {types[k]}, got {v!r}")
+            noun = {"str": "a string", "float": "a number", "int": "an integer", "bool": "true or false"}[types[k]]
+            raise UserError(f"{where}: refine.{k} must be {noun}, got {v!r}")
         vals[k] = float(v) if types[k] == "float" else v
-    return RefineSpec(**vals)
+    try:
+        return RefineSpec(**vals)
+    except UserError as e:
+        raise UserError(f"{where}: [refine]: {e}") from None
 
 
 def parse_preset(raw: dict[str, Any], path: Path) -> Preset:

@@ -42,6 +42,9 @@ from depthwidth.errors import UserError
 WEIGHT_RANGE = 2  # weights are integers in [-2, 2]
 TEMPLATE_RANGE = 3  # template entries are integers in [-3, 3]
 MAX_GRID = 2_000_000  # evaluations (M^N) refused above this: minutes of exact integer arithmetic
+# ... and M^N * 3^L (the entries are degree-3^L polynomials, so their size grows like 3^L):
+# measured ~18 s at L=3, M=204, N=2 (1.1M); 2e7 keeps one measurement within minutes.
+MAX_WORK = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ def grid_matrix(net: Network, templates: np.ndarray, partition) -> np.ndarray:
     M = len(templates)
     if M**N > MAX_GRID:
         raise UserError(f"{M}^{N} = {M**N:,} evaluations exceeds {MAX_GRID:,}; use fewer templates or positions")
+    work = M**N * 3 ** len(net.layers)
+    if work > MAX_WORK:
+        raise UserError(f"{M}^{N} evaluations of a degree-3^{len(net.layers)} polynomial ({work:,} > {MAX_WORK:,}) "
+                        "would take hours of exact arithmetic; use fewer layers, templates or positions")
     idx = np.array(list(itertools.product(range(M), repeat=N)))  # row-major over positions 0..N-1
     order = list(P) + list(Q)
     vals = evaluate(net, templates[idx]).reshape((M,) * N)

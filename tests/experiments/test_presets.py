@@ -211,7 +211,7 @@ def test_bad_lr_axes_fail_with_one_line(tmp_path, grid, message):
 
 @pytest.mark.parametrize("table, message", [
     ('budget = 3', "unknown refine key"),
-    ('max_runs = 2.5', "refine.max_runs must be a int"),
+    ('max_runs = 2.5', "refine.max_runs must be an integer"),
     ('pairs = "all"', "refine.pairs"),
     ('min_N = 1e7', "0 < min_N < max_N"),
 ])

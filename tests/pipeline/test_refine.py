@@ -63,7 +63,7 @@ def test_bad_refine_tables_fail_with_one_line():
     assert parse_refine({"max_runs": 10, "max_N": 2e6}, "x") == RefineSpec(max_runs=10, max_N=2e6)
     with pytest.raises(UserError, match="unknown refine key"):
         parse_refine({"budget": 3}, "x")
-    with pytest.raises(UserError, match="refine.max_runs must be a int"):
+    with pytest.raises(UserError, match="refine.max_runs must be an integer"):
         parse_refine({"max_runs": 2.5}, "x")
     with pytest.raises(UserError, match="refine.pairs"):
         parse_refine({"pairs": "all"}, "x")

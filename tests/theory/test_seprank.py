@@ -60,6 +60,8 @@ def test_bad_sizes_are_one_line_errors():
         seprank.random_network(1, 3, 2)
     with pytest.raises(UserError, match="even"):
         seprank.balanced_partition(3)
+    with pytest.raises(UserError, match="would take hours"):  # deep: the entries' degree is 3^L
+        seprank.grid_matrix(seprank.random_network(9, 8, 1), seprank.templates_for(400, 8, 0), ((0,), (1,)))
     with pytest.raises(UserError, match="exceeds"):
         seprank.grid_matrix(seprank.random_network(1, 2, 1), seprank.templates_for(40, 2, 0), ((0, 1), (2, 3)))
 
