@@ -88,7 +88,7 @@ def _seprank_trained(args: argparse.Namespace) -> int:
         def progress(i, n, r):
             print(f"[seprank-trained] {i}/{n} L={r['n_layer']} d={r['d_model']} H={r['n_head']} "
                   f"residual={r['residual']}: held-out {r['heldout_loss']:.3f} (unigram {r['unigram_loss']:.3f}), "
-                  f"rank {r['trained']['64']['rank']} vs random {r['random']['rank']}", file=sys.stderr, flush=True)
+                  f"rank {r['trained']['64']['rank']} vs step 0 {r['init']['rank']} vs random {r['random']['rank']}", file=sys.stderr, flush=True)
 
         doc = st.write_table(args.out, steps=args.steps, seed=args.seed, corpus=args.corpus, data_dir=args.data_dir,
                              progress=progress)
@@ -112,10 +112,11 @@ def _seprank_trained_text(r: dict) -> str:
             f"{r['steps']} steps on {r['corpus']}: held-out {r['heldout_loss']:.3f} nats/char "
             f"(unigram {r['unigram_loss']:.3f}){'' if r['finite'] else ', diverged (last finite weights)'}\n"
             f"rank of the rounded trained weights {grids}; float64 SVD of the float weights {r['rank_float_trained']}\n"
-            f"random weights: {rnd['rank']}{' (lower bound)' if rnd['lower_bound'] else ''}; counting bound "
+            f"same run at step 0 (rounded to 1/64): {r['init']['rank']}{' (lower bound)' if r['init']['lower_bound'] else ''}; "
+            f"random integer weights: {rnd['rank']}{' (lower bound)' if rnd['lower_bound'] else ''}; counting bound "
             f"log3 C(3^L + d_x, d_x) = {r['counting_bound']:.3f} (trained log3 rank "
             f"{r['log3_rank_trained'] if r['log3_rank_trained'] is None else round(r['log3_rank_trained'], 3)}); "
-            f"trained vs random: {r['trained_vs_random']}")
+            f"trained vs step 0: {r['trained_vs_init']}, vs random: {r['trained_vs_random']}")
 
 
 def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:

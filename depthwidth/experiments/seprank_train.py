@@ -161,10 +161,12 @@ class TrainResult:
     """A finished run: the spec, float weights (numpy, ``layers`` as in :func:`init_params`),
     losses in nats/char: ``loss_first``/``loss_last`` (train batch, first/last step),
     ``heldout_loss`` and ``unigram_loss`` on the same held-out windows, ``vocab_size``,
-    ``finite`` (False when training diverged; weights are then the last finite ones)."""
+    ``finite`` (False when training diverged; weights are then the last finite ones);
+    ``init_layers``: the same run's weights at step 0 (the untrained reference)."""
 
     spec: TrainSpec
     layers: list
+    init_layers: list
     loss_first: float
     loss_last: float
     heldout_loss: float
@@ -173,7 +175,11 @@ class TrainResult:
     finite: bool
 
     def summary(self) -> dict:
-        return {**asdict(self.spec), **{k: v for k, v in asdict(self).items() if k not in ("spec", "layers")}}
+        return {**asdict(self.spec), **{k: v for k, v in asdict(self).items() if k not in ("spec", "layers", "init_layers")}}
+
+
+def _numpy_layers(layers) -> list:
+    return [[tuple(np.asarray(w, dtype=np.float64) for w in head) for head in layer] for layer in layers]
 
 
 def train(spec: TrainSpec, text: CharText) -> TrainResult:
@@ -187,6 +193,7 @@ def train(spec: TrainSpec, text: CharText) -> TrainResult:
     hostcpu.pin_one_core()
     V, N = len(text.vocab), spec.n_positions
     params = init_params(spec, V)
+    init_layers = _numpy_layers(params["layers"])
     opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(spec.lr))
     state = opt.init(params)
 
@@ -209,8 +216,7 @@ def train(spec: TrainSpec, text: CharText) -> TrainResult:
     ev = np.random.default_rng(10_000 + spec.seed).integers(N - 1, len(text.heldout) - 1, spec.eval_windows)
     ctx, tgt = windows(text.heldout, ev, N)
     held = float(jax.jit(loss_fn, static_argnums=3)(params, ctx, tgt, spec.residual))
-    layers = [[tuple(np.asarray(w, dtype=np.float64) for w in head) for head in layer] for layer in params["layers"]]
-    return TrainResult(spec, layers, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
+    return TrainResult(spec, _numpy_layers(params["layers"]), init_layers, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
                        held, unigram_loss(text.train, tgt, V), V, finite)
 
 
@@ -258,14 +264,18 @@ def verdict(trained: dict, random: dict) -> str:
 
 def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: int = 128,
                     denominators=DENOMINATORS) -> dict:
-    """Trained vs random vs bound at one shape. ``trained`` {g: exact rank of the weights rounded
-    to 1/g (:func:`quantise`, :func:`depthwidth.theory.seprank.adaptive_rank`), RankResult dict +
-    ``lower_bound``}; ``random``: the committed table's procedure at the same shape
-    (:func:`depthwidth.theory.seprank.measure_adaptive`); on the seed-0 templates at the first
-    grid's final M, ``rank_float_trained`` (float64 SVD rank of the float trained weights) and
-    ``rel_rank_trained``/``rel_rank_random`` (:func:`relative_rank`, rtol 1e-3); plus
-    ``counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_random`` (:func:`verdict`)
-    and the run's :meth:`TrainResult.summary`. Raises UserError on a grid too large."""
+    """Trained vs untrained vs random vs bound at one shape, all on 2 measured positions by default.
+
+    ``trained`` {g: exact rank of the weights rounded to 1/g (:func:`quantise`,
+    :func:`depthwidth.theory.seprank.adaptive_rank`), a RankResult dict + ``lower_bound``};
+    ``init``: the same run's step-0 (Gaussian) weights rounded to the first grid, the untrained
+    reference; ``random``: the committed table's procedure (integer weights in [-2, 2], best of
+    2 draws; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
+    first grid's final M: ``rank_float_trained`` (float64 SVD rank of the float trained weights)
+    and ``rel_rank_trained``/``rel_rank_init``/``rel_rank_random`` (:func:`relative_rank`, rtol
+    1e-3). Plus ``counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
+    ``trained_vs_random`` (:func:`verdict`) and the run's :meth:`TrainResult.summary`. Raises
+    UserError on a grid too large (:func:`depthwidth.theory.seprank.grid_matrix`)."""
     from depthwidth.theory import seprank
 
     s = res.spec
@@ -275,21 +285,25 @@ def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: in
                                   max_templates=max_templates).to_dict()
         trained[str(g)] = {**r, "lower_bound": seprank.is_lower_bound(r)}
     head = trained[str(denominators[0])]
+    r0 = seprank.adaptive_rank(quantise(res.init_layers, denominators[0], s.residual), n_positions=n_positions,
+                               max_templates=max_templates).to_dict()
+    init = {**r0, "lower_bound": seprank.is_lower_bound(r0)}
     rnd = seprank.measure_adaptive(s.n_layer, s.d_model, s.n_head, residual=s.residual, n_positions=n_positions,
                                    max_templates=max_templates)
     rnd_net = seprank.random_network(s.n_layer, s.d_model, s.n_head, seed=rnd["seed"], residual=s.residual)
     A_tr = _float_grid(float_network(res.layers, s.residual), s.d_model, head["n_templates"], n_positions)
     A_rn = _float_grid(rnd_net, s.d_model, head["n_templates"], n_positions)
+    A_in = _float_grid(float_network(res.init_layers, s.residual), s.d_model, head["n_templates"], n_positions)
     random = {k: rnd[k] for k in ("rank", "rank_float", "n_templates", "saturated", "cap", "seed")}
     random["lower_bound"] = seprank.is_lower_bound(rnd)
     rt, rr = head["rank"], rnd["rank"]
-    return {**res.summary(), "measured_positions": n_positions, "trained": trained, "random": random,
+    return {**res.summary(), "measured_positions": n_positions, "trained": trained, "init": init, "random": random,
             "rank_float_trained": seprank.float_rank(A_tr), "rel_rank_trained": relative_rank(A_tr),
-            "rel_rank_random": relative_rank(A_rn), "counting_bound": rnd["counting_bound"],
+            "rel_rank_init": relative_rank(A_in), "rel_rank_random": relative_rank(A_rn), "counting_bound": rnd["counting_bound"],
             "log3_rank_trained": math.log(rt, 3) if rt else None, "log3_rank_random": math.log(rr, 3) if rr else None,
             "within_counting_bound": rt == 0 or math.log(rt, 3) <= rnd["counting_bound"] + 1e-12,
             "stable_across_grids": len({t["rank"] for t in trained.values()}) == 1,
-            "trained_vs_random": verdict(head, random)}
+            "trained_vs_init": verdict(head, init), "trained_vs_random": verdict(head, random)}
 
 
 TABLE_SHAPES = tuple((L, d, H) for L in (1, 2, 3) for d in (2, 3, 4) for H in (1, 2) if d % H == 0) \
