@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "by `depthwidth theory seprank --table`. Measures nothing.")
     q.add_argument("--table", default="results/seprank/table.json", metavar="TABLE.json",
                    help="the stored table (default results/seprank/table.json)")
+    q.add_argument("--trained", metavar="TRAINED.json",
+                   help="trained-network ranks to overlay (`depthwidth seprank-trained --table`; default: the "
+                        "trained.json beside --table, if there is one; 'none' for without)")
     q.add_argument("--out", default="results/seprank/figures", metavar="DIR",
                    help="directory for the PNG and PDF (default results/seprank/figures)")
     add_json_flag(q)
@@ -37,8 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _seprank_fig(args: argparse.Namespace) -> int:
     from depthwidth.paper_figs import seprank_fig
 
-    files = seprank_fig.draw(args.table, args.out)
-    emit(args, {"table": args.table, "figures": files}, "wrote " + ", ".join(files))
+    from pathlib import Path
+
+    trained = args.trained
+    if trained is None:
+        beside = Path(args.table).with_name("trained.json")
+        trained = str(beside) if beside.is_file() else None
+    elif trained.lower() == "none":
+        trained = None
+    files = seprank_fig.draw(args.table, args.out, trained)
+    emit(args, {"table": args.table, "trained": trained, "figures": files}, "wrote " + ", ".join(files))
     return 0
 
 

@@ -5,7 +5,9 @@ measured here) and draws, per width d_x (H = 1, no residual: the residual rows m
 ranks), log₃ of the measured rank against depth, next to the counting bound
 log₃ C(3^L + d_x, d_x) and the reconstructed published-form upper bound. Filled markers: the
 rank is saturated (more templates do not raise it, and it is at most half the distinct-row cap);
-open markers: a lower bound (:func:`depthwidth.theory.seprank.is_lower_bound`).
+open markers: a lower bound (:func:`depthwidth.theory.seprank.is_lower_bound`). With the
+``trained.json`` of :func:`depthwidth.experiments.seprank_train.write_table`, crosses mark the
+rank of the same shapes after a short training run on real text (weights rounded to 1/64).
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def load(path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def measured_separation_rank(doc: dict[str, Any], n_head: int = 1) -> tuple[Any, str]:
-    """(figure, caption) of the measured ranks (module docstring) for heads ``n_head``."""
+def measured_separation_rank(doc: dict[str, Any], n_head: int = 1, trained: dict[str, Any] | None = None
+                             ) -> tuple[Any, str]:
+    """(figure, caption) of the measured ranks (module docstring) for heads ``n_head``; the
+    trained ranks too when ``trained`` (a loaded trained.json) is given."""
     import matplotlib
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -54,6 +58,10 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1) -> tuple[Any,
         up = [(r["n_layer"], r["log3_sep_upper"]) for r in rs if r.get("log3_sep_upper") is not None]
         if up:
             ax.plot(*zip(*up), color=cols[d], ls=":", lw=1.2)
+    trows = [r for r in (trained or {}).get("rows", []) if r["n_head"] == n_head and not r["residual"]
+             and r["d_model"] in cols and r["log3_rank_trained"]]
+    for r in trows:
+        ax.plot(r["n_layer"], r["log3_rank_trained"], "x", ms=8, mew=1.6, color=cols[r["d_model"]])
     ax.set_yscale("log")
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel("log₃ rank")
@@ -65,17 +73,23 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1) -> tuple[Any,
                 Line2D([], [], color="k", marker="o", mfc="white", lw=0, label="lower bound (templates capped it)"),
                 Line2D([], [], color="k", ls="--", lw=1.0, label="counting bound C(3^L + d_x, d_x)"),
                 Line2D([], [], color="k", ls=":", lw=1.2, label="published-form upper bound (reconstructed)")]
+    if trows:
+        handles.append(Line2D([], [], color="k", marker="x", lw=0, mew=1.6,
+                              label=f"trained {trained.get('steps', '?')} steps on {trained.get('corpus', '?')} (1/64 grid)"))
     ax.legend(handles=handles, fontsize=7, loc="upper left")
     fig.tight_layout()
     caption = ("Exact grid-tensor rank of the analysed self-attention network (softmax, LayerNorm and "
                f"feed-forward removed; random integer weights; H = {n_head}) against depth, next to the counting "
-               "bound and the reconstructed published-form upper bound. Open markers are lower bounds.")
+               "bound and the reconstructed published-form upper bound. Open markers are lower bounds."
+               + (" Crosses: the same shapes after a short training run on real text." if trows else ""))
     return fig, caption
 
 
-def draw(table_path: str | Path, out_dir: str | Path) -> list[str]:
-    """Draw the figure from ``table_path`` into ``out_dir`` (PNG + PDF); returns the paths."""
+def draw(table_path: str | Path, out_dir: str | Path, trained_path: str | Path | None = None) -> list[str]:
+    """Draw the figure from ``table_path`` (and ``trained_path``, if given) into ``out_dir``
+    (PNG + PDF); returns the paths. UserError if a table is missing or malformed."""
     doc = load(table_path)
+    trained = load(trained_path) if trained_path else None
     with figure_style():
-        fig, _ = measured_separation_rank(doc)
+        fig, _ = measured_separation_rank(doc, trained=trained)
         return [str(p) for p in save(fig, out_dir, NAME)]

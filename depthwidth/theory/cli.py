@@ -125,7 +125,7 @@ def _register_seprank(cmds) -> None:
                                     "LayerNorm, feed-forward removed) with random integer weights, next to the "
                                     "counting bound and the published-form bounds (theory.seprank). --table "
                                     "measures the README's table into --out/table.json (its figure: "
-                                    "depthwidth seprank-fig).")
+                                    "depthwidth seprank-fig). Trained weights: depthwidth seprank-trained.")
     p.add_argument("--layers", type=_int("--layers"), help="L, attention layers")
     p.add_argument("--width", type=_int("--width"), help="d_x")
     p.add_argument("--heads", type=_int("--heads"), default=1, help="H (divides d_x; default 1)")

@@ -49,13 +49,17 @@ MAX_WORK = 20_000_000
 
 @dataclass(frozen=True)
 class Network:
-    """Integer weights of the analysed network: layers[l][h] = (W_Q, W_K, W_V, W_O) as object
-    arrays of Python ints, shapes (d_a, d_x), (d_a, d_x), (d_a, d_x), (d_x, d_a)."""
+    """Weights of the analysed network: layers[l][h] = (W_Q, W_K, W_V, W_O) as object arrays of
+    Python ints, shapes (d_a, d_x), (d_a, d_x), (d_a, d_x), (d_x, d_a). The weights meant are
+    those integers divided by ``denominator`` (1: integer weights; e.g. 64 for trained weights
+    rounded to multiples of 1/64), so rational weights stay exact integer arithmetic
+    (:func:`evaluate`)."""
 
     layers: tuple
     d_model: int
     n_head: int
     residual: bool
+    denominator: int = 1
 
 
 def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, residual: bool = False) -> Network:
@@ -76,31 +80,44 @@ def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, re
     return Network(layers, d_model, n_head, residual)
 
 
-def network_from_arrays(layers, *, residual: bool = False) -> Network:
+def network_from_arrays(layers, *, residual: bool = False, denominator: int = 1) -> Network:
     """A Network from integer-valued arrays ``layers[l][h] = (W_Q, W_K, W_V, W_O)`` (e.g. trained
-    weights scaled and rounded). Raises UserError on inconsistent shapes."""
+    weights times ``denominator``, rounded), whose weights are those integers / ``denominator``.
+    Float arrays are kept as they are (a float network, for the float cross-check). Raises
+    UserError on inconsistent shapes or a denominator < 1."""
+    if int(denominator) != denominator or denominator < 1:
+        raise UserError(f"denominator must be a positive integer, got {denominator}")
     conv = []
     for layer in layers:
         heads = []
         for Wq, Wk, Wv, Wo in layer:
-            arrs = [np.asarray(a).astype(object) for a in (Wq, Wk, Wv, Wo)]
+            arrs = [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else np.asarray(a).astype(object)
+                    for a in (Wq, Wk, Wv, Wo)]
             if not (arrs[0].shape == arrs[1].shape == arrs[2].shape and arrs[3].shape == arrs[0].shape[::-1]):
                 raise UserError("attention weights must be (d_a, d_x) x3 and (d_x, d_a)")
             heads.append(tuple(arrs))
         conv.append(tuple(heads))
     d = conv[0][0][0].shape[1]
-    return Network(tuple(conv), d, len(conv[0]), residual)
+    return Network(tuple(conv), d, len(conv[0]), residual, int(denominator))
 
 
 def evaluate(net: Network, X: np.ndarray) -> np.ndarray:
-    """f on a batch: X (E, N, d_x) -> (E,) exact values (coordinate 0 at position 0)."""
+    """f on a batch: X (E, N, d_x) -> (E,) values (coordinate 0 at position 0), exact for integer
+    weights and templates; for ``net.denominator`` g > 1, exactly c·f with one constant c > 0
+    for the whole batch (so every rank is f's). Why: with weights K/g each layer's attention
+    term is g^-4·A_K(x), so keeping s·x as integers (s = 1 at the input) the next layer's input
+    is s' = g^4·s^3 times the true one: s'·y = g^4·s^2·(s·x)·[residual] + A_K(s·x)."""
+    g, s = net.denominator, 1
     for layer in net.layers:
         out = 0
         for Wq, Wk, Wv, Wo in layer:
             q, k, v = X @ Wq.T, X @ Wk.T, X @ Wv.T  # (E, N, d_a)
             scores = q @ np.swapaxes(k, 1, 2)  # (E, N, N): <W_Q x_i, W_K x_j>
             out = out + (scores @ v) @ Wo.T
-        X = X + out if net.residual else out
+        if net.residual and g > 1:
+            X, s = g**4 * s**2 * X + out, g**4 * s**3
+        else:  # no residual: the layer is homogeneous, so the scale g^4 s^3 can be dropped
+            X = X + out if net.residual else out
     return X[:, 0, 0]
 
 
@@ -261,6 +278,19 @@ def measure_adaptive(n_layer: int, d_model: int, n_head: int, *, residual: bool 
         # (a rank just under the cap can still be the templates' limit, not the function's).
         if (res["saturated"] and 2 * res["rank"] <= res["cap"]) or 2 * M > max_templates:
             return res
+        M *= 2
+
+
+def adaptive_rank(net: Network, *, n_positions: int = 2, seed: int = 0, start: int = 8, max_templates: int = 128,
+                  step: int = 4) -> RankResult:
+    """:func:`grid_rank` of one given network (e.g. trained, rounded weights) with M doubled from
+    ``start`` by the rule of :func:`measure_adaptive` (saturated with headroom, or M would exceed
+    ``max_templates``); the last measurement. Raises UserError on bad sizes."""
+    M = start
+    while True:
+        r = grid_rank(net, n_positions=n_positions, n_templates=M, seed=seed, step=step)
+        if (r.saturated and 2 * r.rank <= r.cap) or 2 * M > max_templates:
+            return r
         M *= 2
 
 

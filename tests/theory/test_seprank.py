@@ -86,3 +86,23 @@ def test_cli_one_measurement_and_the_figure_from_a_stored_table(tmp_path, capsys
     assert (tmp_path / "figures" / "fig5_measured_separation_rank.png").read_bytes()[:4] == b"\x89PNG"
     (tmp_path / "table.json").write_text("{}")
     assert main(["seprank-fig", "--table", str(tmp_path / "table.json"), "--out", str(tmp_path)]) == 2
+
+
+def test_rational_weights_are_exact():
+    # Weights K/g (g = 4), residual, 2 layers: evaluate() on the integers K with denominator g
+    # gives c·f for one constant c > 0, where f is computed directly in Fractions.
+    from fractions import Fraction
+
+    net = seprank.random_network(2, 3, 1, seed=4, residual=True)
+    g = 4
+    scaled = seprank.network_from_arrays(net.layers, residual=True, denominator=g)
+    frac = seprank.network_from_arrays(
+        [[tuple(np.vectorize(lambda v: Fraction(int(v), g), otypes=[object])(w) for w in h) for h in layer]
+         for layer in net.layers], residual=True)
+    X = seprank.templates_for(6, 3, seed=1)[np.random.default_rng(0).integers(0, 6, size=(7, 2))]
+    exact, got = seprank.evaluate(frac, X), seprank.evaluate(scaled, X)
+    c = got[0] / exact[0]
+    assert c > 0 and all(a == c * b for a, b in zip(got, exact))
+    assert c == g**4 * (g**4) ** 3  # s after two layers: s1 = g^4, s2 = g^4 * s1^3
+    with pytest.raises(UserError):
+        seprank.network_from_arrays(net.layers, denominator=0)
