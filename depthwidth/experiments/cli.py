@@ -19,6 +19,23 @@ from depthwidth.errors import UserError
 DEFAULT_RESULTS = "results/<preset>"
 
 
+def default_results(preset_name: str) -> str:
+    """Where ``reproduce`` puts a preset's results when ``--results`` is not given: the source
+    checkout's ``results/<preset>`` when it has one (the committed records), else
+    ``results/<preset>`` under the current directory.
+
+    Why: the quick start (``../dw reproduce --preset cpu`` from elsewhere) must reuse the
+    committed records, not silently retrain into an empty ``./results/cpu``.
+    """
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
+    committed = root / "results" / preset_name
+    if (root / "pyproject.toml").is_file() and committed.is_dir():
+        return str(committed)
+    return f"results/{preset_name}"
+
+
 def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one run and write its result record")
     p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu)")
@@ -59,8 +76,9 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     if results_required:
         p.add_argument("--results", required=True, metavar="DIR", help="results directory shared by all workers")
     else:
-        p.add_argument("--results", metavar="DIR", help=f"results directory (default {DEFAULT_RESULTS} in the "
-                                                        "current directory)")
+        p.add_argument("--results", metavar="DIR", help=f"results directory (default: the checkout's committed "
+                                                        f"{DEFAULT_RESULTS} if it has one, else {DEFAULT_RESULTS} "
+                                                        "in the current directory)")
     p.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
     p.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
     p.add_argument("--jobs", default="1", metavar="J",
