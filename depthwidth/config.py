@@ -72,18 +72,26 @@ class DataConfig:
     tokenizer: 'char' or 'bpe' (byte-level BPE, HF tokenizers); bpe_vocab_size: target vocabulary.
     heldout: 'end' (val/test = the last 10% of the text) or 'spread' (held-out blocks taken from
     the whole text; ``depthwidth.data.splits`` module doc).
+    corpus_sha256: the content of a corpus given as a path (a file's sha256, or for a directory
+    the sha256 of its files' sha256s), filled in by :func:`depthwidth.data.prepare.pin_corpus`
+    so that editing the file changes the run id; '' for a known corpus, whose sha256 is fixed
+    in ``data/corpora.py``.
     """
 
     corpus: str = "tinyshakespeare"
     tokenizer: str = "char"
     bpe_vocab_size: int = 2000
     heldout: str = "end"
+    corpus_sha256: str = ""
 
     def __post_init__(self) -> None:
         _check(self.tokenizer in ("char", "bpe"), f"data.tokenizer must be 'char' or 'bpe', got {self.tokenizer!r}")
         _check(256 < self.bpe_vocab_size <= 65535 or self.tokenizer == "char",
                f"data.bpe_vocab_size must be in 257..65535, got {self.bpe_vocab_size}")
         _check(self.heldout in ("end", "spread"), f"data.heldout must be 'end' or 'spread', got {self.heldout!r}")
+        _check(self.corpus_sha256 == "" or (len(self.corpus_sha256) == 64
+                                            and all(c in "0123456789abcdef" for c in self.corpus_sha256)),
+               f"data.corpus_sha256 must be '' or 64 lower-case hex digits, got {self.corpus_sha256!r}")
 
 
 @dataclass(frozen=True)
@@ -139,7 +147,7 @@ class TrainConfig:
 OPERATIONAL_TRAIN_FIELDS = ("log_every", "ckpt_every", "keep_ckpts", "keep_weights")
 OPERATIONAL_MODEL_FIELDS = ("scan_unroll",)
 # (section, field, default) of result-changing fields added later: left out of the id at default.
-LATER_FIELDS = (("data", "heldout", "end"),)
+LATER_FIELDS = (("data", "heldout", "end"), ("data", "corpus_sha256", ""))
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,13 @@ def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
 
 
 def plan(preset: Preset, results: str | Path) -> list[Job]:
-    """Every run of ``preset`` with its results directory, in the preset's run order."""
+    """Every run of ``preset`` with its results directory, in the preset's run order; a corpus
+    given as a path is pinned to its content (:func:`depthwidth.data.prepare.pin_corpus`), so
+    the run ids that claims and finished records go by change when the file does."""
+    from depthwidth.data.prepare import pin_corpus
+
     dirs = group_dirs(preset, results)
-    return [Job(cfg, dirs[cfg.data.corpus], cfg.data.corpus) for cfg in preset.runs]
+    return [Job(pin_corpus(cfg), dirs[cfg.data.corpus], cfg.data.corpus) for cfg in preset.runs]
 
 
 def order_for_worker(jobs: list[Job], worker: int, num_workers: int, steal: bool = True) -> list[Job]:

@@ -38,7 +38,7 @@ import optax
 
 from depthwidth import hostcpu, records
 from depthwidth.config import MeshConfig, RunConfig, from_dict
-from depthwidth.data.prepare import meta_for_record, prepared_dir_for
+from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
 from depthwidth.errors import UserError
 from depthwidth.models import perf
@@ -65,6 +65,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     null), not an exception. Raises UserError for bad data/config.
     """
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
+    cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
     rdir = records.run_dir(results_dir, cfg.run_id())
     if (rdir / "record.json").exists():
         return records.read_record(rdir / "record.json")

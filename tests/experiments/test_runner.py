@@ -261,3 +261,18 @@ def test_cli_sweep_over_finished_results_trains_nothing(tmp_path):
 def test_from_dict_round_trip_of_preset_runs():
     # The records carry config dicts; the ETA rebuilds configs from them.
     assert from_dict(SMOKE.runs[3].to_dict()).run_id() == IDS[3]
+
+
+def test_a_path_corpus_run_id_follows_the_files_content(tmp_path):
+    # Issue 10 item 3: the sweep's plan (claims, skipping finished runs) uses the content.
+    import dataclasses as dc
+
+    f = tmp_path / "web.txt"
+    f.write_text("one two three\n" * 200)
+    preset = load_preset("smoke")
+    runs = tuple(dc.replace(r, data=dc.replace(r.data, corpus=str(f))) for r in preset.runs[:2])
+    preset = dc.replace(preset, runs=runs, corpora=(str(f),))
+    before = [j.run_id for j in runner.plan(preset, tmp_path / "res")]
+    f.write_text("four five six\n" * 200)
+    after = [j.run_id for j in runner.plan(preset, tmp_path / "res")]
+    assert len(set(before)) == 2 and not set(before) & set(after)
