@@ -33,6 +33,8 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     train_loss        mean training loss over the last log window (nats/token)
     val_loss          final validation loss (nats/token) or null
     test_loss         final test loss on train.test_sequences held-out sequences, or null if diverged
+    diverged_reason   (diverged runs, new) why: a non-finite training loss, or a final loss above
+                      2 ln V (records.diverged_reason)
     test_sequences    held-out sequences the test loss used
     test_loss_chunks  (optional, new) the test loss of 32 consecutive equal groups of those
                       sequences (models.engine.evaluate), for evaluation-set uncertainty; null if diverged
@@ -62,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -75,6 +78,27 @@ TRAIN = "train"
 STATUSES = ("finished", "diverged")  # the statuses of a "train" record
 REQUIRED = ("schema", "run_id", "status", "config")  # every kind
 TRAIN_REQUIRED = REQUIRED + ("n_layer", "d_model", "n_head", "seed", "params", "tokens", "test_loss")
+
+
+# A mean loss above twice ln V (the loss of a uniform guess over V tokens, a model at
+# initialisation) means training blew up, however finite the number: such a run is diverged.
+DIVERGED_ABOVE_UNIFORM = 2.0
+
+
+def diverged_reason(loss: float | None, vocab_size: int | None, what: str = "loss") -> str | None:
+    """Why ``loss`` (nats/token) marks a diverged run, or None when it does not: a non-finite
+    value, or one above ``DIVERGED_ABOVE_UNIFORM`` · ln V (V = ``vocab_size``; not checked for
+    V < 2 or V unknown). ``what`` names the loss in the message. None loss: None."""
+    if loss is None:
+        return None
+    if not math.isfinite(loss):
+        return f"non-finite {what}"
+    if isinstance(vocab_size, int) and vocab_size >= 2:
+        bound = DIVERGED_ABOVE_UNIFORM * math.log(vocab_size)
+        if loss > bound:
+            return (f"{what} {loss:.4g} nats/token is above {DIVERGED_ABOVE_UNIFORM:g} ln V = {bound:.3f} "
+                    f"(V = {vocab_size}, ln V = a uniform guess)")
+    return None
 
 
 def _now() -> str:

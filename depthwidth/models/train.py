@@ -302,18 +302,22 @@ class _FinalEval:
     test_loss: float | None = None
     test_sequences: int = 0
     test_loss_chunks: list[float] | None = None
+    diverged_reason: str | None = None
 
 
 def _final_eval(engine: Engine, params, prepared: Prepared, status: str) -> _FinalEval:
-    """Step 5a: validation and test loss of a run that did not diverge (a non-finite one makes it
-    diverged); the test loss also per chunk (:data:`EVAL_CHUNKS`)."""
+    """Step 5a: validation and test loss of a run that did not diverge; the test loss also per
+    chunk (:data:`EVAL_CHUNKS`). A loss that is non-finite or far above ln V makes the run
+    diverged (:func:`depthwidth.records.diverged_reason`)."""
     if status != "finished":
-        return _FinalEval(status)
+        return _FinalEval(status, diverged_reason="non-finite training loss")
     t = engine.cfg.train
     val_loss, _ = evaluate(engine, params, prepared.val, t.eval_batches * t.batch_size)
     test_loss, n_test, chunks = evaluate(engine, params, prepared.test, t.test_sequences, chunks=EVAL_CHUNKS)
-    if not (math.isfinite(val_loss) and math.isfinite(test_loss)):
-        return _FinalEval("diverged", test_sequences=n_test)
+    V = engine.cfg.model.vocab_size
+    why = records.diverged_reason(val_loss, V, "val loss") or records.diverged_reason(test_loss, V, "test loss")
+    if why:
+        return _FinalEval("diverged", test_sequences=n_test, diverged_reason=why)
     return _FinalEval("finished", val_loss, test_loss, n_test, chunks)
 
 
@@ -336,7 +340,8 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION, peak_flops_per_s=meter.peak,
         git_rev=_git_rev(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
         host=hostcpu.host_info(), data=meta_for_record(prepared.meta),
-        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        extra={"diverged_reason": ev.diverged_reason} if ev.status == "diverged" else {})
 
 
 def _git_rev() -> str | None:

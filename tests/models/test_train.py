@@ -119,6 +119,15 @@ def test_divergence_is_recorded_not_raised(tmp_path):
     assert records.read_record(tmp_path / "runs" / rec["run_id"] / "record.json")["status"] == "diverged"
 
 
+def test_an_exploding_finite_loss_is_diverged(tmp_path):
+    # Issue 10 item 5: lr=1000 without clipping gave a finite test loss of 2.4M nats/token,
+    # recorded as "finished". Far above ln V (a uniform guess: ln 65 = 4.17) is diverged.
+    bad = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, lr=1000.0, grad_clip=0.0, warmup_steps=0))
+    rec = train_run(bad, tmp_path, progress=False, verbose=False)
+    assert rec["status"] == "diverged" and rec["test_loss"] is None
+    assert "ln V" in rec["diverged_reason"]
+
+
 def test_cli_train_writes_record(tmp_path, capsys):
     rc = main(["train", "--out", str(tmp_path), "--set", "model.n_layer=1", "--set", "model.d_model=16",
                "--set", "model.seq_len=16", "--set", "train.steps=5", "--set", "train.batch_size=4",
