@@ -41,10 +41,13 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     wall_s            training wall time (seconds, excluding compilation)
     compile_s         ahead-of-time compilation time (seconds)
     tokens_per_s      training throughput
-    mfu               model FLOPs utilisation against the measured/declared peak, or null
+    mfu               model FLOPs utilisation: tokens_per_s * flops_per_token / (mfu_devices *
+                      peak_flops_per_s), or null; above 1 the record also has mfu_warning
     flops_per_token   training FLOPs per token used for MFU (convention named in mfu_convention)
     mfu_convention    e.g. "6N + 6Vd + 6LTd (causal attention, MaxText convention)"
-    peak_flops_per_s  the peak the MFU is measured against
+    peak_flops_per_s  the peak of ONE device the MFU is measured against (measured, models.perf)
+    mfu_devices       (new) the devices that trained, whose peaks add up; null in older records
+                      (which divided by one device's peak)
     git_rev           git revision of the code, or null
     versions          {"jax": ..., "flax": ..., "optax": ..., "python": ...}
     device            e.g. "cpu x1"
@@ -138,6 +141,7 @@ class Record:
     flops_per_token: int | None = None
     mfu_convention: str | None = None
     peak_flops_per_s: float | None = None
+    mfu_devices: int | None = None
     git_rev: str | None = None
     versions: dict[str, str] | None = None
     device: str | None = None

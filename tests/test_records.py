@@ -88,8 +88,8 @@ def test_committed_record_id_is_the_id_of_its_recorded_config(path):
     rec = records.read_record(path)
     assert from_dict(rec["config"]).run_id() == rec["run_id"] == path.parent.name
     # Readable as a Record; written back it is the same dict plus the kind and, for records
-    # older than them, the optional fields host and test_loss_chunks as null.
+    # older than them, the optional fields host, test_loss_chunks and mfu_devices as null.
     d = records.Record.from_dict(rec).to_dict()
     assert {k: d[k] for k in rec} == rec and d["kind"] == "train"
-    assert set(d) - set(rec) <= {"kind", "host", "test_loss_chunks"}
+    assert set(d) - set(rec) <= {"kind", "host", "test_loss_chunks", "mfu_devices"}
     assert all(d[k] is None for k in set(d) - set(rec) - {"kind"})

@@ -257,6 +257,9 @@ def _train(args) -> int:
     text = (f"{rec['run_id']}: {rec['status']}  test_loss={_f(rec['test_loss'])} val_loss={_f(rec['val_loss'])} "
             f"nats/token  tokens={rec['tokens']:,}  {_f(rec['tokens_per_s'], '.0f')} tokens/s  "
             f"mfu={_f(rec['mfu'], '.3f')}  -> {args.out}/runs/{rec['run_id']}/record.json")
+    for note in (rec.get("mfu_warning"), rec.get("diverged_reason")):
+        if note:
+            text += f"\n  {note}"
     emit(args, rec, text)
     return 0 if rec["status"] == "finished" else 1
 

@@ -47,7 +47,7 @@ def _bench(args) -> int:
     r = bench_train(cfg, steps=parse_int(args.steps, name="--steps"))
     text = (f"L={r['n_layer']} d={r['d_model']} H={r['n_head']} V={r['vocab_size']} T={r['seq_len']} "
             f"B={r['batch_size']} {r['compute_dtype']} on {r['device']}: {r['tokens_per_s']:,.0f} tokens/s, "
-            f"{r['flops_per_s'] / 1e9:.1f} GFLOP/s, MFU {r['mfu']:.3f} of measured peak "
-            f"{r['peak_flops_per_s'] / 1e9:.1f} GFLOP/s, compile {r['compile_s']:.1f}s")
+            f"{r['flops_per_s'] / 1e9:.1f} GFLOP/s, MFU {r['mfu']:.3f} of {r['mfu_devices']} x the measured "
+            f"peak {r['peak_flops_per_s'] / 1e9:.1f} GFLOP/s per device, compile {r['compile_s']:.1f}s")
     emit(args, r, text)
     return 0

@@ -77,7 +77,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     with _checkpoints(rdir, t) as ckpt:
         state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
-        meter = _Meter.of(rcfg)
+        meter = _Meter.of(rcfg, engine.mesh.size)
         with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main,
                        progress=progress, tensorboard=tensorboard) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
@@ -149,23 +149,28 @@ def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_i
 @dataclass(frozen=True)
 class _Meter:
     """What a log window's numbers are computed with: tokens per step, training FLOPs per token
-    (6N + 6Vd + 6LTd, the causal MaxText convention, theory.compute), the measured peak FLOP/s,
-    and the lr schedule (built once, for the log only)."""
+    (6N + 6Vd + 6LTd, the causal MaxText convention, theory.compute), the measured peak FLOP/s
+    of one device, the devices that train (the mesh's), and the lr schedule (built once, for
+    the log only)."""
 
     tokens_per_step: int
     flops_per_token: int
     peak: float
     lr_at: optax.Schedule
+    n_devices: int = 1
+
+    def mfu(self, tokens_per_s: float) -> float:
+        return perf.mfu(tokens_per_s, self.flops_per_token, self.peak, self.n_devices)
 
     @classmethod
-    def of(cls, cfg: RunConfig) -> _Meter:
+    def of(cls, cfg: RunConfig, n_devices: int = 1) -> _Meter:
         from depthwidth.theory import compute
 
         m, t = cfg.model, cfg.train
         fpt = int(compute.train_flops_per_token(m.n_layer, m.d_model, m.seq_len, vocab_size=m.vocab_size,
                                                 d_ff=m.ff_width))
         return cls(t.batch_size * m.seq_len, fpt, perf.measured_peak_flops(t.compute_dtype),
-                   learning_rate_schedule(t.steps, t.warmup_steps, t.lr))
+                   learning_rate_schedule(t.steps, t.warmup_steps, t.lr), n_devices)
 
 
 class RunLogger:
@@ -292,7 +297,7 @@ def _close_window(end: _LoopEnd, got: list[dict], dt: float, meter: _Meter, prio
     tok_s = len(got) * meter.tokens_per_step / dt
     return {"step": end.step, "loss": end.last_loss, "lr": float(meter.lr_at(end.step - 1)),
             "grad_norm": float(got[-1]["grad_norm"]), "tokens_per_s": tok_s,
-            "mfu": perf.mfu(tok_s, meter.flops_per_token, meter.peak), "wall_s": prior_wall_s + end.train_wall}
+            "mfu": meter.mfu(tok_s), "wall_s": prior_wall_s + end.train_wall}
 
 
 @dataclass(frozen=True)
@@ -327,6 +332,10 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
     (model.vocab_size 0 = taken from the data); the resolved vocabulary is ``vocab_size``."""
     m, t = rcfg.model, rcfg.train
     tok_s = (end.step - start) * meter.tokens_per_step / end.train_wall if end.train_wall > 0 else None
+    mfu = meter.mfu(tok_s) if tok_s else None
+    extra = {"diverged_reason": ev.diverged_reason} if ev.status == "diverged" else {}
+    if perf.mfu_warning(mfu):
+        extra["mfu_warning"] = perf.mfu_warning(mfu)
     return records.Record(
         run_id=cfg.run_id(), status=ev.status, config=cfg.to_dict(),
         n_layer=m.n_layer, d_model=m.d_model, n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len,
@@ -336,12 +345,12 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         train_loss=end.last_loss if math.isfinite(end.last_loss) else None,
         val_loss=ev.val_loss, test_loss=ev.test_loss, test_sequences=ev.test_sequences,
         test_loss_chunks=ev.test_loss_chunks, wall_s=prior_wall_s + end.train_wall, compile_s=engine.compile_s,
-        tokens_per_s=tok_s, mfu=perf.mfu(tok_s, meter.flops_per_token, meter.peak) if tok_s else None,
-        flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION, peak_flops_per_s=meter.peak,
+        tokens_per_s=tok_s, mfu=mfu, flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION,
+        peak_flops_per_s=meter.peak, mfu_devices=meter.n_devices,
         git_rev=_git_rev(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
         host=hostcpu.host_info(), data=meta_for_record(prepared.meta),
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        extra={"diverged_reason": ev.diverged_reason} if ev.status == "diverged" else {})
+        extra=extra)
 
 
 def _git_rev() -> str | None:
