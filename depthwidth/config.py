@@ -132,8 +132,9 @@ class TrainConfig:
         _check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps}")
         _check(1 <= self.batch_size <= 2**24, f"train.batch_size must be in 1..16777216, got {self.batch_size}")
         _check(self.lr > 0, f"train.lr must be > 0, got {self.lr}")
-        _check(0 <= self.warmup_steps <= self.steps,
-               f"train.warmup_steps must be in 0..train.steps, got {self.warmup_steps}")
+        # At least one step after the warm-up: the cosine decay needs a length (optax raises for 0).
+        _check(0 <= self.warmup_steps < self.steps,
+               f"train.warmup_steps must be in 0..{self.steps - 1} (below train.steps), got {self.warmup_steps}")
         _check(self.weight_decay >= 0, f"train.weight_decay must be >= 0, got {self.weight_decay}")
         _check(self.grad_clip >= 0, f"train.grad_clip must be >= 0, got {self.grad_clip}")
         _check(self.compute_dtype in ("float32", "bfloat16"),

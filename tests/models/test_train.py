@@ -183,6 +183,16 @@ def test_absurd_configs_fail_fast_with_one_line(argv, msg, tmp_path, capsys):
     assert len(err) == 1 and msg in err[0]
 
 
+def test_warmup_as_long_as_training_is_refused_before_any_directory(tmp_path, capsys):
+    # Issue 10: warmup_steps == steps left no steps to decay over: an optax traceback
+    # (decay_steps=0) after the run directory was made.
+    argv = ["train", "--out", str(tmp_path), "--set", "train.steps=10", "--set", "train.warmup_steps=10"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.warmup_steps must be in 0..9" in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unwritable_out_is_one_line(capsys):
     assert main(["train", "--out", "/dev/null/x", "--set", "mesh.data=1", "--set", "train.steps=1",
                  "--set", "train.warmup_steps=0"]) == 2
