@@ -116,6 +116,8 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
         raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
     # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
     N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
+    if isinstance(N, bool) or not isinstance(N, (int, float)) or not (math.isfinite(N) and N > 0):
+        raise UserError(f"{source}: params.kaplan must be a positive number, got {N!r}")  # ln N is fitted
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],

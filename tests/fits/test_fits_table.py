@@ -106,3 +106,17 @@ def test_a_finished_record_with_an_exploded_loss_is_excluded_as_diverged(tmp_pat
     reasons = dict(zip(t.excluded["run_id"], t.excluded["reason"]))
     assert reasons[bad].startswith("diverged: test_loss 2.393e+06") and "8.349" in reasons[bad]
     assert sorted(t.losses[(2, 64)]) == [2.0, 2.0]
+
+
+def test_a_record_with_zero_params_is_one_line_error(tmp_path):
+    # Issue 10: `fit` / `figs` on a record whose N is 0 died with "math domain error".
+    import json
+
+    for s in range(2):
+        write(tmp_path, 2, 64, s, 2.0)
+    bad = write(tmp_path, 2, 128, 0, 2.0)
+    p = run_dir(tmp_path, bad) / "record.json"
+    rec = json.loads(p.read_text())
+    write_json_atomic(p, {**rec, "params": {**rec["params"], "kaplan": 0}})
+    with pytest.raises(UserError, match=rf"{bad}: params.kaplan must be a positive number, got 0"):
+        load_table(tmp_path)
