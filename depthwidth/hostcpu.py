@@ -96,3 +96,23 @@ def host_info() -> dict[str, Any]:
     return {"cpu_threads": CPU_THREADS, "cores_visible": _state.get("cores_visible"),
             "pinned": _state.get("pinned", False), "cpu_model": model or platform.processor() or None,
             "machine": platform.machine()}
+
+
+def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """Host memory a new allocation can get now (bytes): Linux's ``MemAvailable`` (free memory
+    plus reclaimable caches), else the free pages (``SC_AVPHYS_PAGES``), else None.
+
+    Why not the total: a machine whose RAM is mostly taken by other processes passed a check
+    against the total and was OOM-killed with no message.
+    """
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None

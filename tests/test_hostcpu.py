@@ -51,3 +51,12 @@ def test_training_refuses_a_cpu_backend_started_on_several_cores(monkeypatch):
 
     with pytest.raises(UserError, match="depend on the core count"):
         hostcpu.require_fixed_threads()
+
+
+def test_available_memory_is_memavailable_not_the_total(tmp_path):
+    # Issue 10: the memory check compared with total RAM, so a box whose RAM other processes
+    # held passed it and was OOM-killed. /proc/meminfo's MemAvailable is in kB.
+    f = tmp_path / "meminfo"
+    f.write_text("MemTotal:       24683612 kB\nMemFree:         1000000 kB\nMemAvailable:    2097152 kB\n")
+    assert hostcpu.available_memory_bytes(str(f)) == 2 * 2**30
+    assert hostcpu.available_memory_bytes(str(tmp_path / "absent")) > 0  # sysconf's free pages
