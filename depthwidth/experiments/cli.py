@@ -32,7 +32,10 @@ def default_results(preset_name: str) -> str:
     root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
     committed = root / "results" / preset_name
     if (root / "pyproject.toml").is_file() and committed.is_dir():
-        return str(committed)
+        import os
+
+        rel = os.path.relpath(committed)  # from the checkout: "results/cpu", as the summary stores it
+        return rel if not rel.startswith("..") else str(committed)
     return f"results/{preset_name}"
 
 
@@ -98,6 +101,7 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
         return
     # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
+    p.add_argument("--parent-pid", help=argparse.SUPPRESS)  # set by --jobs: the child dies with this process
 
 
 def load(args: argparse.Namespace):
@@ -190,7 +194,8 @@ def _preset_text(p) -> str:
 
 
 def start_sweep(args: argparse.Namespace):
-    """What the ``sweep`` command does before it trains: pin to ``--cpus`` (a ``--jobs`` child),
+    """What the ``sweep`` command does before it trains: pin to ``--cpus`` and die with
+    ``--parent-pid`` (a ``--jobs`` child),
     load the preset with its ``--set`` overrides, build the runner's keyword arguments
     (:func:`sweep_kwargs`, ``child_args`` included) and ``--download``. Returns (preset, kwargs)."""
     if args.cpus:
@@ -202,6 +207,11 @@ def start_sweep(args: argparse.Namespace):
             os.sched_setaffinity(0, set(parse_int_list(args.cpus, name="--cpus", minimum=0)))
         except (OSError, AttributeError) as e:
             raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
+    if getattr(args, "parent_pid", None):
+        from depthwidth.experiments.runner import die_with_parent
+        from depthwidth.units import parse_int
+
+        die_with_parent(parse_int(args.parent_pid, name="--parent-pid", minimum=1))
     preset = load(args)
     kw = sweep_kwargs(args)
     if args.download:
