@@ -86,8 +86,9 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check(self.tokenizer in ("char", "bpe"), f"data.tokenizer must be 'char' or 'bpe', got {self.tokenizer!r}")
-        _check(256 < self.bpe_vocab_size <= 65535 or self.tokenizer == "char",
-               f"data.bpe_vocab_size must be in 257..65535, got {self.bpe_vocab_size}")
+        # 2**16: ids 0..65535 are stored as uint16, the bound data.tokenizer.train_bpe enforces too.
+        _check(256 < self.bpe_vocab_size <= 65536 or self.tokenizer == "char",
+               f"data.bpe_vocab_size must be in 257..65536, got {self.bpe_vocab_size}")
         _check(self.heldout in ("end", "spread"), f"data.heldout must be 'end' or 'spread', got {self.heldout!r}")
         _check(self.corpus_sha256 == "" or (len(self.corpus_sha256) == 64
                                             and all(c in "0123456789abcdef" for c in self.corpus_sha256)),

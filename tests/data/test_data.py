@@ -274,6 +274,13 @@ def test_bpe_vocab_bounds():
         tokenizer.train_bpe("hello world", 256)
     with pytest.raises(UserError, match="uint16"):
         tokenizer.train_bpe("hello world", 70_000)
+    # Issue 10: `data prepare --vocab-size 65536` was accepted, data.bpe_vocab_size=65536 refused.
+    assert DataConfig(tokenizer="bpe", bpe_vocab_size=tokenizer.MAX_VOCAB).bpe_vocab_size == 65536
+    for bad in (256, tokenizer.MAX_VOCAB + 1):
+        with pytest.raises(UserError, match=r"257\.\.65536"):
+            DataConfig(tokenizer="bpe", bpe_vocab_size=bad)
+        with pytest.raises(UserError, match=r"257\.\.65536"):
+            tokenizer.train_bpe("hello world", bad)
 
 
 # --------------------------------------------------------------------------- opening
