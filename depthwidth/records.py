@@ -49,7 +49,7 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     mfu_devices       (new) the devices that trained, whose peaks add up; null in older records
                       (which divided by one device's peak)
     git_rev           git revision of the code, or null
-    versions          {"jax": ..., "flax": ..., "optax": ..., "python": ...}
+    versions          {"depthwidth" (new), "jax": ..., "flax": ..., "optax": ..., "python": ...}
     device            e.g. "cpu x1"
     host              (optional, new) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
                       (depthwidth.hostcpu): a CPU run always uses one XLA thread
@@ -246,6 +246,20 @@ def json_text(obj: Any) -> str:
 def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) -> bool:
     """:func:`write_atomic` of ``obj`` as :func:`json_text`."""
     return write_atomic(path, json_text(obj), exclusive=exclusive)
+
+
+def write_if_changed(path: str | Path, data: bytes | str) -> bool:
+    """:func:`write_atomic` unless ``path`` already holds exactly ``data``; True when written.
+
+    Why: regenerating a tracked file (``summary.json``, ``fit.json``) from unchanged records
+    must leave it untouched, mtime included, not rewrite it."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        if Path(path).read_bytes() == raw:
+            return False
+    except OSError:  # absent or unreadable: write it
+        pass
+    return write_atomic(path, raw)
 
 
 def write_record(results: str | Path, rec: Record) -> Path:

@@ -36,6 +36,17 @@ def test_atomic_writer_files_follow_the_umask(tmp_path, umask_022):
     assert sorted(q.name for q in p.parent.iterdir()) == ["x.json"]  # no temp file left behind
 
 
+def test_write_if_changed_leaves_an_identical_file_alone(tmp_path):
+    # Issue 10: the quick start rewrote the tracked results/cpu/summary.json.
+    p = tmp_path / "summary.json"
+    assert records.write_if_changed(p, records.json_text({"a": 1}))
+    os.utime(p, ns=(1, 1))
+    assert not records.write_if_changed(p, records.json_text({"a": 1}))
+    assert p.stat().st_mtime_ns == 1
+    assert records.write_if_changed(p, records.json_text({"a": 2}))
+    assert json.loads(p.read_text()) == {"a": 2}
+
+
 def test_atomic_writer_exclusive_never_overwrites(tmp_path):
     p = tmp_path / "claim.json"
     assert records.write_json_atomic(p, {"owner": 1}, exclusive=True)
