@@ -62,9 +62,12 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     Returns the record (:meth:`Record.to_dict`), or None when ``stop_after`` (steps done in
     this call, for tests of kill/resume) stopped the run before the end. A run whose record
     exists is not retrained. A non-finite loss ends the run with status 'diverged' (test_loss
-    null), not an exception. Raises UserError for bad data/config.
+    null), not an exception. Raises UserError for bad data/config, or for ``tensorboard``
+    without tensorboardX (before anything is compiled).
     """
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
+    if tensorboard:
+        _require_tensorboardx()
     cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
     rdir = records.run_dir(results_dir, cfg.run_id())
     if (rdir / "record.json").exists():
@@ -94,6 +97,18 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
 
 
 # ------------------------------------------------------------------------------ the steps
+
+
+def _require_tensorboardx() -> None:
+    """UserError before anything is built or compiled if ``--tensorboard`` cannot be honoured."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("tensorboardX") is not None
+    except ValueError:  # a module object without a spec (e.g. set to None in sys.modules)
+        found = False
+    if not found:
+        raise UserError("--tensorboard needs tensorboardX: pip install 'depthwidth[tensorboard]' (or tensorboardX)")
 
 
 def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
@@ -134,16 +149,25 @@ def _checkpoints(rdir: Path, t):
 
 
 def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_id: str):
-    """Step 3: the state of the last checkpoint (into the engine's sharded target), or a fresh one."""
+    """Step 3: the state of the last readable checkpoint (into the engine's sharded target), or
+    a fresh one. A checkpoint that cannot be restored (truncated by a kill or a full disk) is
+    deleted, said in one line on stderr, and the next older one tried: the batch at a step is a
+    pure function of (seed, step), so resuming from an older step is as exact."""
     import orbax.checkpoint as ocp
 
-    latest = ckpt.latest_step() if resume else None
-    if latest is None:
-        return engine.init_fn(engine.cfg.train.seed)
-    state = ckpt.restore(latest, args=ocp.args.StandardRestore(engine.abstract_state))
-    if verbose:
-        print(f"resumed {run_id} from step {latest}", file=sys.stderr)
-    return state
+    for step in sorted(ckpt.all_steps(), reverse=True) if resume else ():
+        try:
+            state = ckpt.restore(step, args=ocp.args.StandardRestore(engine.abstract_state))
+        except Exception as e:  # orbax and tensorstore raise many types for a damaged checkpoint
+            print(f"{run_id}: checkpoint at step {step} is unreadable ({type(e).__name__}); deleted it and "
+                  "trying an older one", file=sys.stderr)
+            with contextlib.suppress(Exception):
+                ckpt.delete(step)
+            continue
+        if verbose:
+            print(f"resumed {run_id} from step {step}", file=sys.stderr)
+        return state
+    return engine.init_fn(engine.cfg.train.seed)
 
 
 @dataclass(frozen=True)
@@ -354,19 +378,33 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
 
 
 def _git_rev() -> str | None:
+    """HEAD of the source checkout this package runs from, or None (a pip install: the
+    record's ``versions["depthwidth"]`` names the code then)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():  # site-packages inside some other git repo is not our code
+        return None
     try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def _versions() -> dict[str, str]:
+    """Library versions, this package's first: from a pip install (no git) it is what says
+    which code made the record (the installed distribution's version, else ``__version__``)."""
+    import importlib.metadata
+
     import flax
     import orbax.checkpoint
 
-    return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
+    import depthwidth
+
+    try:
+        own = importlib.metadata.version("depthwidth")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        own = depthwidth.__version__
+    return {"depthwidth": own, "jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
             "orbax": orbax.checkpoint.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 
