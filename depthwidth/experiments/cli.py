@@ -15,6 +15,7 @@ from typing import Any
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.hostcpu import add_devices_flag
 
 DEFAULT_RESULTS = "results/<preset>"
 
@@ -52,6 +53,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() first (multi-host TPU VMs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_devices_flag(p)
     add_json_flag(p)
     p.set_defaults(func=_train)
 
@@ -97,6 +99,7 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    add_devices_flag(p)
     if not results_required:
         return
     # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
@@ -135,6 +138,7 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     child += [x for o in args.overrides for x in ("--set", o)]
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     child += ["--no-steal"] if args.no_steal else []
+    child += ["--devices", args.devices] if args.devices is not None else []
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
             "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
             "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}

@@ -6,6 +6,7 @@ import argparse
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.hostcpu import add_devices_flag
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="compute dtype")
     bt.add_argument("--unroll", default="1", help="layers per scan iteration (model.scan_unroll; >= layers = unrolled)")
     bt.add_argument("--mesh", default="0x1", help="DATAxMODEL mesh, 0 = all remaining devices (default 0x1)")
+    add_devices_flag(bt)
     add_json_flag(bt)
     bt.set_defaults(func=_bench)
 
