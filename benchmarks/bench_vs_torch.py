@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -121,7 +122,10 @@ def main() -> None:
                     help="also time the JAX step with the layer scan fully unrolled (model.scan_unroll = L)")
     args = ap.parse_args()
 
-    import torch
+    try:
+        import torch
+    except ImportError:  # a peer for comparison, never a dependency: say how to get it, in one line
+        sys.exit("bench_vs_torch: error: needs PyTorch (pip install torch==2.13.0, the CPU wheel)")
 
     from depthwidth.theory.compute import train_flops_per_token
 

@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
+        if getattr(args, "devices", None) is not None:  # before the command can start jax
+            from depthwidth import hostcpu
+            from depthwidth.units import parse_int
+
+            hostcpu.request_cpu_devices(parse_int(args.devices, name="--devices", minimum=1))
         rc = args.func(args)
         return int(rc or 0)
     except UserError as e:

@@ -72,18 +72,27 @@ class DataConfig:
     tokenizer: 'char' or 'bpe' (byte-level BPE, HF tokenizers); bpe_vocab_size: target vocabulary.
     heldout: 'end' (val/test = the last 10% of the text) or 'spread' (held-out blocks taken from
     the whole text; ``depthwidth.data.splits`` module doc).
+    corpus_sha256: the content of a corpus given as a path (a file's sha256, or for a directory
+    the sha256 of its files' sha256s), filled in by :func:`depthwidth.data.prepare.pin_corpus`
+    so that editing the file changes the run id; '' for a known corpus, whose sha256 is fixed
+    in ``data/corpora.py``.
     """
 
     corpus: str = "tinyshakespeare"
     tokenizer: str = "char"
     bpe_vocab_size: int = 2000
     heldout: str = "end"
+    corpus_sha256: str = ""
 
     def __post_init__(self) -> None:
         _check(self.tokenizer in ("char", "bpe"), f"data.tokenizer must be 'char' or 'bpe', got {self.tokenizer!r}")
-        _check(256 < self.bpe_vocab_size <= 65535 or self.tokenizer == "char",
-               f"data.bpe_vocab_size must be in 257..65535, got {self.bpe_vocab_size}")
+        # 2**16: ids 0..65535 are stored as uint16, the bound data.tokenizer.train_bpe enforces too.
+        _check(256 < self.bpe_vocab_size <= 65536 or self.tokenizer == "char",
+               f"data.bpe_vocab_size must be in 257..65536, got {self.bpe_vocab_size}")
         _check(self.heldout in ("end", "spread"), f"data.heldout must be 'end' or 'spread', got {self.heldout!r}")
+        _check(self.corpus_sha256 == "" or (len(self.corpus_sha256) == 64
+                                            and all(c in "0123456789abcdef" for c in self.corpus_sha256)),
+               f"data.corpus_sha256 must be '' or 64 lower-case hex digits, got {self.corpus_sha256!r}")
 
 
 @dataclass(frozen=True)
@@ -124,8 +133,9 @@ class TrainConfig:
         _check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps}")
         _check(1 <= self.batch_size <= 2**24, f"train.batch_size must be in 1..16777216, got {self.batch_size}")
         _check(self.lr > 0, f"train.lr must be > 0, got {self.lr}")
-        _check(0 <= self.warmup_steps <= self.steps,
-               f"train.warmup_steps must be in 0..train.steps, got {self.warmup_steps}")
+        # At least one step after the warm-up: the cosine decay needs a length (optax raises for 0).
+        _check(0 <= self.warmup_steps < self.steps,
+               f"train.warmup_steps must be in 0..{self.steps - 1} (below train.steps), got {self.warmup_steps}")
         _check(self.weight_decay >= 0, f"train.weight_decay must be >= 0, got {self.weight_decay}")
         _check(self.grad_clip >= 0, f"train.grad_clip must be >= 0, got {self.grad_clip}")
         _check(self.compute_dtype in ("float32", "bfloat16"),
@@ -139,7 +149,7 @@ class TrainConfig:
 OPERATIONAL_TRAIN_FIELDS = ("log_every", "ckpt_every", "keep_ckpts", "keep_weights")
 OPERATIONAL_MODEL_FIELDS = ("scan_unroll",)
 # (section, field, default) of result-changing fields added later: left out of the id at default.
-LATER_FIELDS = (("data", "heldout", "end"),)
+LATER_FIELDS = (("data", "heldout", "end"), ("data", "corpus_sha256", ""))
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,50 @@ def host_info() -> dict[str, Any]:
     return {"cpu_threads": CPU_THREADS, "cores_visible": _state.get("cores_visible"),
             "pinned": _state.get("pinned", False), "cpu_model": model or platform.processor() or None,
             "machine": platform.machine()}
+
+
+def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """Host memory a new allocation can get now (bytes): Linux's ``MemAvailable`` (free memory
+    plus reclaimable caches), else the free pages (``SC_AVPHYS_PAGES``), else None.
+
+    Why not the total: a machine whose RAM is mostly taken by other processes passed a check
+    against the total and was OOM-killed with no message.
+    """
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def add_devices_flag(p) -> None:
+    """``--devices N`` on an argparse parser (train, sweep, reproduce, bench); the CLI applies
+    it with :func:`request_cpu_devices` before the command starts jax."""
+    p.add_argument("--devices", metavar="N",
+                   help="run on N fake CPU devices (sets XLA_FLAGS=--xla_force_host_platform_device_count=N "
+                        "and JAX_PLATFORMS=cpu before jax starts), e.g. to try a mesh without accelerators")
+
+
+def request_cpu_devices(n: int) -> None:
+    """Make jax's CPU backend show ``n`` devices, replacing any device count in ``XLA_FLAGS``
+    and selecting the CPU platform (fake devices exist on it only).
+
+    Why here: XLA reads the flag once, when jax starts its backend, so it must be set before
+    any command touches a device. Raises UserError if ``n`` < 1 or the backend has started.
+    """
+    if n < 1:
+        raise UserError(f"--devices must be >= 1, got {n}")
+    if _backend_started():
+        raise UserError("--devices must be given before jax starts its backend (set XLA_FLAGS instead)")
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(DEVICE_COUNT_FLAG)]
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{DEVICE_COUNT_FLAG}={n}"])
+    os.environ["JAX_PLATFORMS"] = "cpu"

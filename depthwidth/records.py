@@ -33,18 +33,23 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     train_loss        mean training loss over the last log window (nats/token)
     val_loss          final validation loss (nats/token) or null
     test_loss         final test loss on train.test_sequences held-out sequences, or null if diverged
+    diverged_reason   (diverged runs, new) why: a non-finite training loss, or a final loss above
+                      2 ln V (records.diverged_reason)
     test_sequences    held-out sequences the test loss used
     test_loss_chunks  (optional, new) the test loss of 32 consecutive equal groups of those
                       sequences (models.engine.evaluate), for evaluation-set uncertainty; null if diverged
     wall_s            training wall time (seconds, excluding compilation)
     compile_s         ahead-of-time compilation time (seconds)
     tokens_per_s      training throughput
-    mfu               model FLOPs utilisation against the measured/declared peak, or null
+    mfu               model FLOPs utilisation: tokens_per_s * flops_per_token / (mfu_devices *
+                      peak_flops_per_s), or null; above 1 the record also has mfu_warning
     flops_per_token   training FLOPs per token used for MFU (convention named in mfu_convention)
     mfu_convention    e.g. "6N + 6Vd + 6LTd (causal attention, MaxText convention)"
-    peak_flops_per_s  the peak the MFU is measured against
+    peak_flops_per_s  the peak of ONE device the MFU is measured against (measured, models.perf)
+    mfu_devices       (new) the devices that trained, whose peaks add up; null in older records
+                      (which divided by one device's peak)
     git_rev           git revision of the code, or null
-    versions          {"jax": ..., "flax": ..., "optax": ..., "python": ...}
+    versions          {"depthwidth" (new), "jax": ..., "flax": ..., "optax": ..., "python": ...}
     device            e.g. "cpu x1"
     host              (optional, new) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
                       (depthwidth.hostcpu): a CPU run always uses one XLA thread
@@ -62,6 +67,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -75,6 +81,27 @@ TRAIN = "train"
 STATUSES = ("finished", "diverged")  # the statuses of a "train" record
 REQUIRED = ("schema", "run_id", "status", "config")  # every kind
 TRAIN_REQUIRED = REQUIRED + ("n_layer", "d_model", "n_head", "seed", "params", "tokens", "test_loss")
+
+
+# A mean loss above twice ln V (the loss of a uniform guess over V tokens, a model at
+# initialisation) means training blew up, however finite the number: such a run is diverged.
+DIVERGED_ABOVE_UNIFORM = 2.0
+
+
+def diverged_reason(loss: float | None, vocab_size: int | None, what: str = "loss") -> str | None:
+    """Why ``loss`` (nats/token) marks a diverged run, or None when it does not: a non-finite
+    value, or one above ``DIVERGED_ABOVE_UNIFORM`` · ln V (V = ``vocab_size``; not checked for
+    V < 2 or V unknown). ``what`` names the loss in the message. None loss: None."""
+    if loss is None:
+        return None
+    if not math.isfinite(loss):
+        return f"non-finite {what}"
+    if isinstance(vocab_size, int) and vocab_size >= 2:
+        bound = DIVERGED_ABOVE_UNIFORM * math.log(vocab_size)
+        if loss > bound:
+            return (f"{what} {loss:.4g} nats/token is above {DIVERGED_ABOVE_UNIFORM:g} ln V = {bound:.3f} "
+                    f"(V = {vocab_size}, ln V = a uniform guess)")
+    return None
 
 
 def _now() -> str:
@@ -114,6 +141,7 @@ class Record:
     flops_per_token: int | None = None
     mfu_convention: str | None = None
     peak_flops_per_s: float | None = None
+    mfu_devices: int | None = None
     git_rev: str | None = None
     versions: dict[str, str] | None = None
     device: str | None = None
@@ -218,6 +246,20 @@ def json_text(obj: Any) -> str:
 def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) -> bool:
     """:func:`write_atomic` of ``obj`` as :func:`json_text`."""
     return write_atomic(path, json_text(obj), exclusive=exclusive)
+
+
+def write_if_changed(path: str | Path, data: bytes | str) -> bool:
+    """:func:`write_atomic` unless ``path`` already holds exactly ``data``; True when written.
+
+    Why: regenerating a tracked file (``summary.json``, ``fit.json``) from unchanged records
+    must leave it untouched, mtime included, not rewrite it."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        if Path(path).read_bytes() == raw:
+            return False
+    except OSError:  # absent or unreadable: write it
+        pass
+    return write_atomic(path, raw)
 
 
 def write_record(results: str | Path, rec: Record) -> Path:

@@ -51,3 +51,34 @@ def test_training_refuses_a_cpu_backend_started_on_several_cores(monkeypatch):
 
     with pytest.raises(UserError, match="depend on the core count"):
         hostcpu.require_fixed_threads()
+
+
+def test_available_memory_is_memavailable_not_the_total(tmp_path):
+    # Issue 10: the memory check compared with total RAM, so a box whose RAM other processes
+    # held passed it and was OOM-killed. /proc/meminfo's MemAvailable is in kB.
+    f = tmp_path / "meminfo"
+    f.write_text("MemTotal:       24683612 kB\nMemFree:         1000000 kB\nMemAvailable:    2097152 kB\n")
+    assert hostcpu.available_memory_bytes(str(f)) == 2 * 2**30
+    assert hostcpu.available_memory_bytes(str(tmp_path / "absent")) > 0  # sysconf's free pages
+
+
+def test_devices_flag_sets_the_fake_cpu_device_count_before_jax(monkeypatch):
+    # Issue 10: `--devices N` is what users of fake CPU devices reach for; only XLA_FLAGS worked.
+    from depthwidth.cli import main
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=8")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # restored after the test, as XLA_FLAGS is
+    monkeypatch.setattr(hostcpu, "_backend_started", lambda: False)
+    seen = {}
+
+    def fake_train(cfg, out, **kw):
+        seen["flags"], seen["platforms"] = os.environ["XLA_FLAGS"], os.environ["JAX_PLATFORMS"]
+        raise hostcpu.UserError("stop here")
+
+    monkeypatch.setattr("depthwidth.models.train.train_run", fake_train)
+    assert main(["train", "--out", "x", "--devices", "4"]) == 2
+    assert seen == {"flags": "--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4", "platforms": "cpu"}
+    assert main(["train", "--out", "x", "--devices", "0"]) == 2  # one line: must be >= 1
+    monkeypatch.setattr(hostcpu, "_backend_started", lambda: True)
+    with pytest.raises(hostcpu.UserError, match="before jax starts"):
+        hostcpu.request_cpu_devices(2)

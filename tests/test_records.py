@@ -36,6 +36,17 @@ def test_atomic_writer_files_follow_the_umask(tmp_path, umask_022):
     assert sorted(q.name for q in p.parent.iterdir()) == ["x.json"]  # no temp file left behind
 
 
+def test_write_if_changed_leaves_an_identical_file_alone(tmp_path):
+    # Issue 10: the quick start rewrote the tracked results/cpu/summary.json.
+    p = tmp_path / "summary.json"
+    assert records.write_if_changed(p, records.json_text({"a": 1}))
+    os.utime(p, ns=(1, 1))
+    assert not records.write_if_changed(p, records.json_text({"a": 1}))
+    assert p.stat().st_mtime_ns == 1
+    assert records.write_if_changed(p, records.json_text({"a": 2}))
+    assert json.loads(p.read_text()) == {"a": 2}
+
+
 def test_atomic_writer_exclusive_never_overwrites(tmp_path):
     p = tmp_path / "claim.json"
     assert records.write_json_atomic(p, {"owner": 1}, exclusive=True)
@@ -88,8 +99,8 @@ def test_committed_record_id_is_the_id_of_its_recorded_config(path):
     rec = records.read_record(path)
     assert from_dict(rec["config"]).run_id() == rec["run_id"] == path.parent.name
     # Readable as a Record; written back it is the same dict plus the kind and, for records
-    # older than them, the optional fields host and test_loss_chunks as null.
+    # older than them, the optional fields host, test_loss_chunks and mfu_devices as null.
     d = records.Record.from_dict(rec).to_dict()
     assert {k: d[k] for k in rec} == rec and d["kind"] == "train"
-    assert set(d) - set(rec) <= {"kind", "host", "test_loss_chunks"}
+    assert set(d) - set(rec) <= {"kind", "host", "test_loss_chunks", "mfu_devices"}
     assert all(d[k] is None for k in set(d) - set(rec) - {"kind"})

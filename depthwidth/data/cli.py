@@ -11,6 +11,9 @@ from typing import Any
 from depthwidth.console import add_json_flag, emit
 
 
+MISMATCH = "CHECKSUM MISMATCH"  # the status of a known corpus file whose sha256 is wrong
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="prepare and inspect tokenised corpora")
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
@@ -39,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.set_defaults(func=_prepare)
 
     pi = dsub.add_parser(
-        "info", help="describe a prepared directory, a known corpus, or list the known corpora",
+        "info", help="describe a prepared directory, a known corpus, or list the known corpora (each file "
+                   "sha256-verified; exit 1 on a mismatch)",
     )
     pi.add_argument("target", nargs="?", metavar="DIR|NAME",
                     help="a prepared (or nanoGPT) directory, or a known corpus name; omit to list corpora")
@@ -98,11 +102,11 @@ def _info(args: argparse.Namespace) -> int:
         rows = [_corpus_row(c, args.data_dir) for c in corpora.CORPORA.values()]
         text = "\n".join(f"{r['name']:<16} {r['bytes']:>11,} bytes  {r['licence']:<14} {r['status']}" for r in rows)
         emit(args, {"corpora": rows}, text)
-        return 0
+        return 1 if any(r["status"] == MISMATCH for r in rows) else 0
     if args.target in corpora.CORPORA:
-        row = _corpus_row(corpora.CORPORA[args.target], args.data_dir, verify=True)
+        row = _corpus_row(corpora.CORPORA[args.target], args.data_dir)
         emit(args, row, "\n".join(f"{k:<12} {v}" for k, v in row.items()))
-        return 0
+        return 1 if row["status"] == MISMATCH else 0
     from depthwidth.data import tokenfiles
 
     prep = tokenfiles.open_prepared(args.target)
@@ -114,7 +118,9 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _corpus_row(c: Any, data_dir: str | None, verify: bool = False) -> dict[str, Any]:
+def _corpus_row(c: Any, data_dir: str | None) -> dict[str, Any]:
+    """A known corpus as ``data info`` shows it; the file, when present, is sha256-verified (a
+    file that is there but wrong must not read as usable)."""
     from depthwidth.data import corpora
     from depthwidth.errors import UserError
 
@@ -128,8 +134,6 @@ def _corpus_row(c: Any, data_dir: str | None, verify: bool = False) -> dict[str,
     row["path"] = str(path)
     if not path.is_file():
         row["status"] = "missing"
-    elif verify:
-        row["status"] = "ok (sha256 verified)" if corpora.sha256_file(path) == c.sha256 else "CHECKSUM MISMATCH"
     else:
-        row["status"] = "present"
+        row["status"] = "ok (sha256 verified)" if corpora.sha256_file(path) == c.sha256 else MISMATCH
     return row

@@ -14,6 +14,8 @@ Decisions (and why):
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from depthwidth.config import RunConfig
 from depthwidth.data import corpora
 from depthwidth.data.splits import (
     DEFAULT_SPLIT,
@@ -117,6 +120,9 @@ def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: i
             "rule": rule,
         },
         "tokens": {**n_tok, "total": sum(n_tok.values())},
+        # Checked whenever the directory is opened (tokenfiles.open_prepared): a cached token
+        # file that was overwritten must not train under the real run's id.
+        "files_sha256": {f"{s}.bin": hashlib.sha256(ids[s].tobytes()).hexdigest() for s in SPLITS},
         "bytes": {**n_bytes, "total": sum(n_bytes.values())},
         "bytes_per_token": {s: n_bytes[s] / n_tok[s] if n_tok[s] else None for s in SPLITS}
         | {"total": sum(n_bytes.values()) / max(1, sum(n_tok.values()))},
@@ -194,9 +200,13 @@ def prepare_to(out: str | Path, *, corpus: str | None = None, text_path: str | P
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
-    """Where prepared corpora are cached: ``<cache_dir or $DEPTHWIDTH_CACHE or ~/.cache/depthwidth>/prepared``."""
+    """Where prepared corpora are cached: ``<cache_dir or $DEPTHWIDTH_CACHE or ~/.cache/depthwidth>/prepared-2``.
+
+    ``-2``: entries carry token-file sha256s (meta.json ``files_sha256``), checked on every use;
+    entries of the older ``prepared/`` folder have none, so they are not reused.
+    """
     base = cache_dir if cache_dir not in (None, "") else os.environ.get(CACHE_ENV) or "~/.cache/depthwidth"
-    return Path(base).expanduser() / "prepared"
+    return Path(base).expanduser() / "prepared-2"
 
 
 def cache_key(name: str, tokenizer: str, vocab_size: int, sha256: str, heldout: str = "end") -> str:
@@ -237,6 +247,52 @@ def _prepare_cached(path: Path, source: dict[str, Any], data_cfg: Any, cache_dir
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def content_sha256(path: str | Path) -> str:
+    """The content of a corpus given as a path: a file's sha256, or for a directory the sha256
+    of the lines ``<name> <sha256>`` of the data files it holds (:data:`OUTPUT_FILES`, which
+    include nanoGPT's train.bin, val.bin and meta.pkl). Raises OSError if it cannot be read."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        return _sha256_of(p)
+    lines = "".join(f"{name} {_sha256_of(p / name)}\n" for name in OUTPUT_FILES if (p / name).is_file())
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def _sha256_of(path: Path) -> str:
+    st = path.stat()
+    return _sha256_cached(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    # Keyed by size and mtime too: a sweep pins every run's config, so a file is hashed once
+    # per process unless it changes.
+    return corpora.sha256_file(path)
+
+
+def pin_corpus(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``data.corpus_sha256`` set to the content of a corpus given as a path
+    (:func:`content_sha256`), so that the run id changes when the file does; a known corpus
+    (sha256 fixed in :mod:`depthwidth.data.corpora`) or a path that does not exist (training
+    reports it) is returned unchanged.
+
+    Raises UserError if ``cfg`` was pinned to other content (the file changed since).
+    """
+    name = cfg.data.corpus
+    p = Path(name).expanduser()
+    if name in corpora.CORPORA or not p.exists():
+        return cfg
+    try:
+        sha = content_sha256(p)
+    except OSError as e:
+        raise UserError(f"data.corpus {name}: cannot read it ({e.strerror or e})") from None
+    have = cfg.data.corpus_sha256
+    if have and have != sha:
+        raise UserError(f"data.corpus {name} changed since this config was made (sha256 {sha[:12]}..., "
+                        f"the config says {have[:12]}...); drop data.corpus_sha256 to train on the new content")
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, corpus_sha256=sha))
 
 
 def prepared_dir_for(data_cfg: Any, data_dir: str | Path | None = None,

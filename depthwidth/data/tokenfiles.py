@@ -5,7 +5,7 @@ A *prepared directory* holds::
     tokenizer.json          a HF ``tokenizers`` Tokenizer (byte-level BPE, or char-level WordLevel)
     train.bin val.bin test.bin   flat little-endian uint16 token ids (the nanoGPT convention)
     meta.pkl                {'vocab_size': V[, 'itos', 'stoi']} so nanoGPT's train.py reads it too
-    meta.json               vocab size, token counts, source sha256, tokenizer sha256, split, ...
+    meta.json               vocab size, token counts, source sha256, tokenizer and token-file sha256s, ...
 
 (written by :mod:`depthwidth.data.prepare`). A nanoGPT directory (train.bin + val.bin [+
 test.bin, meta.pkl]) opens too. The batch at step k is a pure function of (seed, k): resuming
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from depthwidth.data.corpora import sha256_file
 from depthwidth.data.splits import SPLITS
 from depthwidth.data.tokenizer import DTYPE, MAX_VOCAB, encode
 from depthwidth.errors import UserError
@@ -126,6 +127,10 @@ def _open_ours(p: Path) -> Prepared:
         arrays[s] = _memmap(f)
         if arrays[s].size != meta["tokens"][s]:
             raise UserError(f"{f} holds {arrays[s].size} tokens, meta.json says {meta['tokens'][s]}; prepare the data again")
+        # Directories prepared before token checksums have none to check (the cache does not reuse them).
+        want = (meta.get("files_sha256") or {}).get(f.name)
+        if want is not None and sha256_file(f) != want:
+            raise UserError(f"{f} does not match the sha256 recorded in meta.json; prepare the data again")
         _check_ids(arrays[s], meta["vocab_size"], str(f))
     return Prepared(p, meta, arrays["train"], arrays["val"], arrays["test"], tokenizer=tok)
 
@@ -174,7 +179,8 @@ def open_prepared(path: str | Path) -> Prepared:
 
     nanoGPT dirs: vocab_size from meta.pkl, else 50257 (GPT-2 BPE, nanoGPT's assumption); without
     test.bin, val is the first half of val.bin and test the second half. Raises UserError if the
-    directory is missing, incomplete, inconsistent with its meta.json, or holds ids >= vocab_size.
+    directory is missing, incomplete, inconsistent with its meta.json (token counts, tokenizer
+    and token-file sha256s), or holds ids >= vocab_size.
     """
     p = Path(path).expanduser()
     if not p.is_dir():

@@ -15,8 +15,29 @@ from typing import Any
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.hostcpu import add_devices_flag
 
 DEFAULT_RESULTS = "results/<preset>"
+
+
+def default_results(preset_name: str) -> str:
+    """Where ``reproduce`` puts a preset's results when ``--results`` is not given: the source
+    checkout's ``results/<preset>`` when it has one (the committed records), else
+    ``results/<preset>`` under the current directory.
+
+    Why: the quick start (``../dw reproduce --preset cpu`` from elsewhere) must reuse the
+    committed records, not silently retrain into an empty ``./results/cpu``.
+    """
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
+    committed = root / "results" / preset_name
+    if (root / "pyproject.toml").is_file() and committed.is_dir():
+        import os
+
+        rel = os.path.relpath(committed)  # from the checkout: "results/cpu", as the summary stores it
+        return rel if not rel.startswith("..") else str(committed)
+    return f"results/{preset_name}"
 
 
 def register_train(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +53,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() first (multi-host TPU VMs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_devices_flag(p)
     add_json_flag(p)
     p.set_defaults(func=_train)
 
@@ -125,8 +147,9 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     if results_required:
         p.add_argument("--results", required=True, metavar="DIR", help="results directory shared by all workers")
     else:
-        p.add_argument("--results", metavar="DIR", help=f"results directory (default {DEFAULT_RESULTS} in the "
-                                                        "current directory)")
+        p.add_argument("--results", metavar="DIR", help=f"results directory (default: the checkout's committed "
+                                                        f"{DEFAULT_RESULTS} if it has one, else {DEFAULT_RESULTS} "
+                                                        "in the current directory)")
     p.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
     p.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
     p.add_argument("--jobs", default="1", metavar="J",
@@ -142,10 +165,12 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    add_devices_flag(p)
     if not results_required:
         return
     # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
+    p.add_argument("--parent-pid", help=argparse.SUPPRESS)  # set by --jobs: the child dies with this process
 
 
 def load(args: argparse.Namespace):
@@ -179,6 +204,7 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     child += [x for o in args.overrides for x in ("--set", o)]
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     child += ["--no-steal"] if args.no_steal else []
+    child += ["--devices", args.devices] if args.devices is not None else []
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
             "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
             "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
@@ -238,7 +264,8 @@ def _preset_text(p) -> str:
 
 
 def start_sweep(args: argparse.Namespace):
-    """What the ``sweep`` command does before it trains: pin to ``--cpus`` (a ``--jobs`` child),
+    """What the ``sweep`` command does before it trains: pin to ``--cpus`` and die with
+    ``--parent-pid`` (a ``--jobs`` child),
     load the preset with its ``--set`` overrides, build the runner's keyword arguments
     (:func:`sweep_kwargs`, ``child_args`` included) and ``--download``. Returns (preset, kwargs)."""
     if args.cpus:
@@ -250,6 +277,11 @@ def start_sweep(args: argparse.Namespace):
             os.sched_setaffinity(0, set(parse_int_list(args.cpus, name="--cpus", minimum=0)))
         except (OSError, AttributeError) as e:
             raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
+    if getattr(args, "parent_pid", None):
+        from depthwidth.experiments.runner import die_with_parent
+        from depthwidth.units import parse_int
+
+        die_with_parent(parse_int(args.parent_pid, name="--parent-pid", minimum=1))
     preset = load(args)
     kw = sweep_kwargs(args)
     if args.download:
@@ -305,6 +337,9 @@ def _train(args) -> int:
     text = (f"{rec['run_id']}: {rec['status']}  test_loss={_f(rec['test_loss'])} val_loss={_f(rec['val_loss'])} "
             f"nats/token  tokens={rec['tokens']:,}  {_f(rec['tokens_per_s'], '.0f')} tokens/s  "
             f"mfu={_f(rec['mfu'], '.3f')}  -> {args.out}/runs/{rec['run_id']}/record.json")
+    for note in (rec.get("mfu_warning"), rec.get("diverged_reason")):
+        if note:
+            text += f"\n  {note}"
     emit(args, rec, text)
     return 0 if rec["status"] == "finished" else 1
 

@@ -76,9 +76,13 @@ def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
 
 
 def plan(preset: Preset, results: str | Path) -> list[Job]:
-    """Every run of ``preset`` with its results directory, in the preset's run order."""
+    """Every run of ``preset`` with its results directory, in the preset's run order; a corpus
+    given as a path is pinned to its content (:func:`depthwidth.data.prepare.pin_corpus`), so
+    the run ids that claims and finished records go by change when the file does."""
+    from depthwidth.data.prepare import pin_corpus
+
     dirs = group_dirs(preset, results)
-    return [Job(cfg, dirs[cfg.data.corpus], cfg.data.corpus) for cfg in preset.runs]
+    return [Job(pin_corpus(cfg), dirs[cfg.data.corpus], cfg.data.corpus) for cfg in preset.runs]
 
 
 def order_for_worker(jobs: list[Job], worker: int, num_workers: int, steal: bool = True) -> list[Job]:
@@ -434,6 +438,35 @@ def core_sets(jobs: int, cores: list[int] | None = None) -> list[set[int]] | Non
     return out
 
 
+def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
+    """Make this process (a ``--jobs`` child worker) get SIGTERM when its parent dies, so a
+    SIGKILLed parent leaves no orphan training on (the SIGTERM releases the claim, as ever).
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGTERM)``; elsewhere, or if prctl fails, a daemon thread
+    that polls the parent pid every ``poll_s`` seconds. Raises UserError if the parent is gone
+    already (the death signal would never come).
+    """
+    import ctypes
+    import ctypes.util
+
+    armed = False
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            armed = libc.prctl(1, signal.SIGTERM, 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # died before prctl took effect
+        raise UserError(f"the sweep's parent process {parent_pid} is gone; not starting this worker")
+    if armed:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *, jobs: int, worker: int = 0,
                    num_workers: int = 1, log: Callable[[str], None] = _stderr, **kw: Any) -> SweepReport:
     """Run ``jobs`` worker processes on this machine: this process and ``jobs - 1`` children
@@ -461,6 +494,7 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     pins = core_sets(jobs)
     # Each child pins itself (hidden --cpus option) before it loads jax: no preexec_fn in a
     # process that may run threads.
+    cmd += ["--parent-pid", str(os.getpid())]  # the child dies with this process (die_with_parent)
     procs = [subprocess.Popen(cmd + ["--worker", str(first + j)]
                               + (["--cpus", ",".join(map(str, sorted(pins[j])))] if pins else []),
                               stdout=subprocess.PIPE, text=True)

@@ -45,6 +45,20 @@ DEFAULT_LEVEL = 0.95
 _L_MIN = 1e-6  # lower end of the depth bracket (layers); any budget > 0 with V = 0 lies above it
 
 
+# ln of the largest width a projection reports: e^300 ≈ 2e130, far past any model yet still a
+# float whose square (the size 12·L·d²) does not overflow.
+_MAX_LN_WIDTH = 300.0
+
+
+def check_depth(L: float, law: Law) -> None:
+    """Raise UserError (one line) if depth ``L`` is so far outside ``law``'s range that its width
+    exp(a + b·L) overflows (ln d > 300): there is no meaningful answer to give."""
+    if law.a + law.b * L > _MAX_LN_WIDTH:
+        deepest = (_MAX_LN_WIDTH - law.a) / law.b if law.b > 0 else float("inf")
+        raise UserError(f"depth {L:g} is far outside law {law.name}'s range: its width exp(a + b*L) = "
+                        f"e^{law.a + law.b * L:.4g} overflows; give a depth up to {deepest:,.0f} layers")
+
+
 def law_width(L: float, law: Law) -> float:
     """Width d(L) = exp(a + b·L) at which depth L (layers) is optimal (Levine et al. 2020 fit)."""
     return math.exp(law.a + law.b * L)
@@ -219,6 +233,11 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
     """
     depth = optimal_depth(budget, law, vocab)
+    if depth < 1.0:  # no model has less than one layer: the law says nothing about this budget
+        smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab))
+        raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
+                        f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
+                        f"{smallest:.4g} (the size at which one layer is optimal)")
     width = law_width(depth, law)
     multiple = _lcm(round_width, n_head) if n_head else round_width
     out: dict[str, Any] = {
@@ -262,6 +281,7 @@ def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFA
     (non-embedding), transition_width d(L), and with vocab the total N(L) + V·d(L)."""
     if not (depth > 0 and math.isfinite(depth)):
         raise UserError(f"depth must be positive, got {depth!r}")
+    check_depth(depth, law)
     width = law_width(depth, law)
     out: dict[str, Any] = {
         "law": law.name,
@@ -314,6 +334,7 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
     """
     if not (depth > 0 and width > 0 and math.isfinite(depth) and math.isfinite(width)):
         raise UserError(f"shape must have positive depth and width, got {depth!r} x {width!r}")
+    check_depth(depth, law)
     n_ne = kaplan_n(depth, width)
     budget = n_ne + vocab * width
     opt = optimal_depth(budget, law, vocab)

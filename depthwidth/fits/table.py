@@ -28,7 +28,7 @@ import pandas as pd
 
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
-from depthwidth.records import TRAIN, iter_records, kind_of
+from depthwidth.records import TRAIN, diverged_reason, iter_records, kind_of
 from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
@@ -104,7 +104,9 @@ def _exclusion_reason(rec: dict[str, Any]) -> str | None:
         return "no test_loss"
     if not math.isfinite(t):
         return "non-finite test_loss"
-    return None
+    # A "finished" record from before the rule (records.diverged_reason) can hold an exploded loss.
+    why = diverged_reason(t, rec.get("vocab_size"), "test_loss")
+    return f"diverged: {why}" if why else None
 
 
 def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
@@ -114,6 +116,8 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
         raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
     # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
     N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
+    if isinstance(N, bool) or not isinstance(N, (int, float)) or not (math.isfinite(N) and N > 0):
+        raise UserError(f"{source}: params.kaplan must be a positive number, got {N!r}")  # ln N is fitted
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],

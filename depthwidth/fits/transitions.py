@@ -145,15 +145,29 @@ class Crossing:
     overlap: tuple[float, float] | None = None
 
 
+def _sorted_curve(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) as float arrays sorted by x (issue 10: unsorted x silently gave "no_overlap")."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise UserError(f"a curve needs x and y of one equal length, got shapes {x.shape} and {y.shape}")
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if np.any(np.diff(x) == 0):
+        raise UserError(f"a curve repeats x = {x[:-1][np.diff(x) == 0][0]:g}; average its points first")
+    return x, y
+
+
 def find_crossing(x_s, y_s, x_d, y_d) -> Crossing:
     """Crossing of the deeper curve (x_d, y_d) below the shallower (x_s, y_s).
 
-    x: ln N (strictly increasing arrays), y: mean test loss (nats/token). PCHIP curves, the
-    exact cubic difference and its roots as described in the module docstring.
+    x: ln N, y: mean test loss (nats/token); each curve's points in any order (sorted by x
+    here). PCHIP curves, the exact cubic difference and its roots as described in the module
+    docstring. Raises UserError if a curve's x and y differ in length or repeat an x.
     """
     from scipy.interpolate import CubicHermiteSpline, PchipInterpolator
 
-    x_s, y_s, x_d, y_d = (np.asarray(v, dtype=float) for v in (x_s, y_s, x_d, y_d))
+    x_s, y_s = _sorted_curve(x_s, y_s)
+    x_d, y_d = _sorted_curve(x_d, y_d)
     if len(x_s) < 2 or len(x_d) < 2:
         return Crossing("too_few_widths", None)
     lo, hi = max(x_s[0], x_d[0]), min(x_s[-1], x_d[-1])

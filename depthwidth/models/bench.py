@@ -51,7 +51,8 @@ def bench_train(cfg: RunConfig, steps: int = 20, warmup: int = 3, verbose: bool 
         "n_layer": m.n_layer, "d_model": m.d_model, "n_head": m.n_head, "vocab_size": m.vocab_size,
         "seq_len": m.seq_len, "batch_size": t.batch_size, "compute_dtype": t.compute_dtype, "steps": steps,
         "tokens_per_s": tokens_per_s, "flops_per_token": fpt, "flops_per_s": tokens_per_s * fpt,
-        "peak_flops_per_s": peak, "mfu": perf.mfu(tokens_per_s, fpt, peak), "mfu_convention": MFU_CONVENTION,
+        "peak_flops_per_s": peak, "mfu": perf.mfu(tokens_per_s, fpt, peak, engine.mesh.size),
+        "mfu_devices": engine.mesh.size, "mfu_convention": MFU_CONVENTION,
         "compile_s": engine.compile_s, "step_s": float(np.median(times)),
         "device": f"{jax.devices()[0].platform} x{jax.device_count()}",
     }

@@ -6,6 +6,7 @@ import argparse
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.hostcpu import add_devices_flag
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bt.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="compute dtype")
     bt.add_argument("--unroll", default="1", help="layers per scan iteration (model.scan_unroll; >= layers = unrolled)")
     bt.add_argument("--mesh", default="0x1", help="DATAxMODEL mesh, 0 = all remaining devices (default 0x1)")
+    add_devices_flag(bt)
     add_json_flag(bt)
     bt.set_defaults(func=_bench)
 
@@ -47,7 +49,7 @@ def _bench(args) -> int:
     r = bench_train(cfg, steps=parse_int(args.steps, name="--steps"))
     text = (f"L={r['n_layer']} d={r['d_model']} H={r['n_head']} V={r['vocab_size']} T={r['seq_len']} "
             f"B={r['batch_size']} {r['compute_dtype']} on {r['device']}: {r['tokens_per_s']:,.0f} tokens/s, "
-            f"{r['flops_per_s'] / 1e9:.1f} GFLOP/s, MFU {r['mfu']:.3f} of measured peak "
-            f"{r['peak_flops_per_s'] / 1e9:.1f} GFLOP/s, compile {r['compile_s']:.1f}s")
+            f"{r['flops_per_s'] / 1e9:.1f} GFLOP/s, MFU {r['mfu']:.3f} of {r['mfu_devices']} x the measured "
+            f"peak {r['peak_flops_per_s'] / 1e9:.1f} GFLOP/s per device, compile {r['compile_s']:.1f}s")
     emit(args, r, text)
     return 0

@@ -13,7 +13,6 @@ decay applied to kernels and embeddings only), global-norm clipping.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from depthwidth import hostcpu
 from depthwidth.config import RunConfig
 from depthwidth.errors import UserError
 from depthwidth.models import sharding as sh
@@ -194,7 +194,8 @@ def _check_fits(memory: dict[str, int], mesh: jax.sharding.Mesh) -> None:
     """Fail before step 0 (seconds, not after a long start) when the compiled step cannot fit.
 
     The limit is the device's (GPU/TPU ``memory_stats``); a CPU device reports none, and then
-    the host's physical memory shared by the devices of the mesh is the limit.
+    the host memory available now (:func:`depthwidth.hostcpu.available_memory_bytes`, not the
+    total), shared by the devices of the mesh, is the limit.
     """
     device = mesh.devices.flat[0]
     try:
@@ -202,10 +203,8 @@ def _check_fits(memory: dict[str, int], mesh: jax.sharding.Mesh) -> None:
     except Exception:  # backends without memory_stats
         limit = None
     if not limit and getattr(device, "platform", None) == "cpu":
-        try:
-            limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // mesh.devices.size
-        except (ValueError, OSError, AttributeError):
-            limit = None
+        avail = hostcpu.available_memory_bytes()
+        limit = avail // mesh.devices.size if avail else None
     need = memory.get("argument_bytes", 0) + memory.get("output_bytes", 0) - memory.get("alias_bytes", 0) \
         + memory.get("temp_bytes", 0)
     if limit and need > limit:

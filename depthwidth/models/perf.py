@@ -1,6 +1,8 @@
 """Machine peak and model FLOPs utilisation (MFU).
 
-MFU = tokens_per_s * flops_per_token / peak_flops_per_s (Chowdhery et al. 2022, PaLM, App. B).
+MFU = tokens_per_s * flops_per_token / (n_devices * peak_flops_per_s) (Chowdhery et al. 2022,
+PaLM, App. B): the global throughput against the peak of every device that trained, where
+``peak_flops_per_s`` is one device's.
 ``flops_per_token`` comes from ``depthwidth.theory`` (the convention is named in every record);
 the peak is *measured* on the machine in the same process: the best of a few timed square
 matmuls in the compute dtype. On CPU there is no datasheet number worth trusting, and a
@@ -37,6 +39,19 @@ def measured_peak_flops(dtype: str = "float32", n: int | None = None, reps: int 
     return 2.0 * n**3 / best
 
 
-def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_per_s: float) -> float:
-    """Model FLOPs utilisation, a fraction in [0, 1] (can exceed 1 only if the peak is underestimated)."""
-    return tokens_per_s * flops_per_token / peak_flops_per_s
+def mfu(tokens_per_s: float, flops_per_token: float, peak_flops_per_s: float, n_devices: int = 1) -> float:
+    """Model FLOPs utilisation, a fraction in [0, 1]: global ``tokens_per_s`` (all devices
+    together) times ``flops_per_token`` over ``n_devices`` times one device's peak. Above 1
+    only if the peak is underestimated (:func:`mfu_warning`). Raises ValueError for
+    ``n_devices`` < 1 or a peak <= 0."""
+    if n_devices < 1 or not peak_flops_per_s > 0:
+        raise ValueError(f"mfu needs n_devices >= 1 and a positive peak, got {n_devices}, {peak_flops_per_s}")
+    return tokens_per_s * flops_per_token / (n_devices * peak_flops_per_s)
+
+
+def mfu_warning(value: float | None) -> str | None:
+    """What a record and the train line say about an MFU above 1 (impossible unless the
+    measured peak per device is too low), or None."""
+    if value is None or value <= 1.0:
+        return None
+    return f"mfu {value:.3f} is above 1: the measured peak per device underestimates this machine"

@@ -38,7 +38,7 @@ import optax
 
 from depthwidth import hostcpu, records
 from depthwidth.config import MeshConfig, RunConfig, from_dict
-from depthwidth.data.prepare import meta_for_record, prepared_dir_for
+from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
 from depthwidth.errors import UserError
 from depthwidth.models import perf
@@ -62,9 +62,13 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     Returns the record (:meth:`Record.to_dict`), or None when ``stop_after`` (steps done in
     this call, for tests of kill/resume) stopped the run before the end. A run whose record
     exists is not retrained. A non-finite loss ends the run with status 'diverged' (test_loss
-    null), not an exception. Raises UserError for bad data/config.
+    null), not an exception. Raises UserError for bad data/config, or for ``tensorboard``
+    without tensorboardX (before anything is compiled).
     """
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
+    if tensorboard:
+        _require_tensorboardx()
+    cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
     rdir = records.run_dir(results_dir, cfg.run_id())
     if (rdir / "record.json").exists():
         return records.read_record(rdir / "record.json")
@@ -76,7 +80,7 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     with _checkpoints(rdir, t) as ckpt:
         state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
-        meter = _Meter.of(rcfg)
+        meter = _Meter.of(rcfg, engine.mesh.size)
         with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main,
                        progress=progress, tensorboard=tensorboard) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
@@ -93,6 +97,18 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
 
 
 # ------------------------------------------------------------------------------ the steps
+
+
+def _require_tensorboardx() -> None:
+    """UserError before anything is built or compiled if ``--tensorboard`` cannot be honoured."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("tensorboardX") is not None
+    except ValueError:  # a module object without a spec (e.g. set to None in sys.modules)
+        found = False
+    if not found:
+        raise UserError("--tensorboard needs tensorboardX: pip install 'depthwidth[tensorboard]' (or tensorboardX)")
 
 
 def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
@@ -133,38 +149,52 @@ def _checkpoints(rdir: Path, t):
 
 
 def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_id: str):
-    """Step 3: the state of the last checkpoint (into the engine's sharded target), or a fresh one."""
+    """Step 3: the state of the last readable checkpoint (into the engine's sharded target), or
+    a fresh one. A checkpoint that cannot be restored (truncated by a kill or a full disk) is
+    deleted, said in one line on stderr, and the next older one tried: the batch at a step is a
+    pure function of (seed, step), so resuming from an older step is as exact."""
     import orbax.checkpoint as ocp
 
-    latest = ckpt.latest_step() if resume else None
-    if latest is None:
-        return engine.init_fn(engine.cfg.train.seed)
-    state = ckpt.restore(latest, args=ocp.args.StandardRestore(engine.abstract_state))
-    if verbose:
-        print(f"resumed {run_id} from step {latest}", file=sys.stderr)
-    return state
+    for step in sorted(ckpt.all_steps(), reverse=True) if resume else ():
+        try:
+            state = ckpt.restore(step, args=ocp.args.StandardRestore(engine.abstract_state))
+        except Exception as e:  # orbax and tensorstore raise many types for a damaged checkpoint
+            print(f"{run_id}: checkpoint at step {step} is unreadable ({type(e).__name__}); deleted it and "
+                  "trying an older one", file=sys.stderr)
+            with contextlib.suppress(Exception):
+                ckpt.delete(step)
+            continue
+        if verbose:
+            print(f"resumed {run_id} from step {step}", file=sys.stderr)
+        return state
+    return engine.init_fn(engine.cfg.train.seed)
 
 
 @dataclass(frozen=True)
 class _Meter:
     """What a log window's numbers are computed with: tokens per step, training FLOPs per token
-    (6N + 6Vd + 6LTd, the causal MaxText convention, theory.compute), the measured peak FLOP/s,
-    and the lr schedule (built once, for the log only)."""
+    (6N + 6Vd + 6LTd, the causal MaxText convention, theory.compute), the measured peak FLOP/s
+    of one device, the devices that train (the mesh's), and the lr schedule (built once, for
+    the log only)."""
 
     tokens_per_step: int
     flops_per_token: int
     peak: float
     lr_at: optax.Schedule
+    n_devices: int = 1
+
+    def mfu(self, tokens_per_s: float) -> float:
+        return perf.mfu(tokens_per_s, self.flops_per_token, self.peak, self.n_devices)
 
     @classmethod
-    def of(cls, cfg: RunConfig) -> _Meter:
+    def of(cls, cfg: RunConfig, n_devices: int = 1) -> _Meter:
         from depthwidth.theory import compute
 
         m, t = cfg.model, cfg.train
         fpt = int(compute.train_flops_per_token(m.n_layer, m.d_model, m.seq_len, vocab_size=m.vocab_size,
                                                 d_ff=m.ff_width))
         return cls(t.batch_size * m.seq_len, fpt, perf.measured_peak_flops(t.compute_dtype),
-                   learning_rate_schedule(t.steps, t.warmup_steps, t.lr))
+                   learning_rate_schedule(t.steps, t.warmup_steps, t.lr), n_devices)
 
 
 class RunLogger:
@@ -291,7 +321,7 @@ def _close_window(end: _LoopEnd, got: list[dict], dt: float, meter: _Meter, prio
     tok_s = len(got) * meter.tokens_per_step / dt
     return {"step": end.step, "loss": end.last_loss, "lr": float(meter.lr_at(end.step - 1)),
             "grad_norm": float(got[-1]["grad_norm"]), "tokens_per_s": tok_s,
-            "mfu": perf.mfu(tok_s, meter.flops_per_token, meter.peak), "wall_s": prior_wall_s + end.train_wall}
+            "mfu": meter.mfu(tok_s), "wall_s": prior_wall_s + end.train_wall}
 
 
 @dataclass(frozen=True)
@@ -301,18 +331,22 @@ class _FinalEval:
     test_loss: float | None = None
     test_sequences: int = 0
     test_loss_chunks: list[float] | None = None
+    diverged_reason: str | None = None
 
 
 def _final_eval(engine: Engine, params, prepared: Prepared, status: str) -> _FinalEval:
-    """Step 5a: validation and test loss of a run that did not diverge (a non-finite one makes it
-    diverged); the test loss also per chunk (:data:`EVAL_CHUNKS`)."""
+    """Step 5a: validation and test loss of a run that did not diverge; the test loss also per
+    chunk (:data:`EVAL_CHUNKS`). A loss that is non-finite or far above ln V makes the run
+    diverged (:func:`depthwidth.records.diverged_reason`)."""
     if status != "finished":
-        return _FinalEval(status)
+        return _FinalEval(status, diverged_reason="non-finite training loss")
     t = engine.cfg.train
     val_loss, _ = evaluate(engine, params, prepared.val, t.eval_batches * t.batch_size)
     test_loss, n_test, chunks = evaluate(engine, params, prepared.test, t.test_sequences, chunks=EVAL_CHUNKS)
-    if not (math.isfinite(val_loss) and math.isfinite(test_loss)):
-        return _FinalEval("diverged", test_sequences=n_test)
+    V = engine.cfg.model.vocab_size
+    why = records.diverged_reason(val_loss, V, "val loss") or records.diverged_reason(test_loss, V, "test loss")
+    if why:
+        return _FinalEval("diverged", test_sequences=n_test, diverged_reason=why)
     return _FinalEval("finished", val_loss, test_loss, n_test, chunks)
 
 
@@ -322,6 +356,10 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
     (model.vocab_size 0 = taken from the data); the resolved vocabulary is ``vocab_size``."""
     m, t = rcfg.model, rcfg.train
     tok_s = (end.step - start) * meter.tokens_per_step / end.train_wall if end.train_wall > 0 else None
+    mfu = meter.mfu(tok_s) if tok_s else None
+    extra = {"diverged_reason": ev.diverged_reason} if ev.status == "diverged" else {}
+    if perf.mfu_warning(mfu):
+        extra["mfu_warning"] = perf.mfu_warning(mfu)
     return records.Record(
         run_id=cfg.run_id(), status=ev.status, config=cfg.to_dict(),
         n_layer=m.n_layer, d_model=m.d_model, n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len,
@@ -331,27 +369,42 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         train_loss=end.last_loss if math.isfinite(end.last_loss) else None,
         val_loss=ev.val_loss, test_loss=ev.test_loss, test_sequences=ev.test_sequences,
         test_loss_chunks=ev.test_loss_chunks, wall_s=prior_wall_s + end.train_wall, compile_s=engine.compile_s,
-        tokens_per_s=tok_s, mfu=perf.mfu(tok_s, meter.flops_per_token, meter.peak) if tok_s else None,
-        flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION, peak_flops_per_s=meter.peak,
+        tokens_per_s=tok_s, mfu=mfu, flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION,
+        peak_flops_per_s=meter.peak, mfu_devices=meter.n_devices,
         git_rev=_git_rev(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
         host=hostcpu.host_info(), data=meta_for_record(prepared.meta),
-        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        extra=extra)
 
 
 def _git_rev() -> str | None:
+    """HEAD of the source checkout this package runs from, or None (a pip install: the
+    record's ``versions["depthwidth"]`` names the code then)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():  # site-packages inside some other git repo is not our code
+        return None
     try:
-        here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def _versions() -> dict[str, str]:
+    """Library versions, this package's first: from a pip install (no git) it is what says
+    which code made the record (the installed distribution's version, else ``__version__``)."""
+    import importlib.metadata
+
     import flax
     import orbax.checkpoint
 
-    return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
+    import depthwidth
+
+    try:
+        own = importlib.metadata.version("depthwidth")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        own = depthwidth.__version__
+    return {"depthwidth": own, "jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
             "orbax": orbax.checkpoint.__version__, "numpy": np.__version__, "python": platform.python_version()}
 
 

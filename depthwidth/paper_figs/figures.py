@@ -232,10 +232,13 @@ _VERDICT_COLORS = {"too deep": "#CC79A7", "near optimal": "#009E73", "too wide":
 def _law_curve(law, budgets) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Optimal depth per budget and, if the law has a covariance, its 95% Monte Carlo interval
     (:func:`depthwidth.fits.projections.query_budget`, the numbers ``depthwidth query`` prints)."""
-    from depthwidth.fits.projections import query_budget
+    from depthwidth.fits.projections import optimal_depth, query_budget
 
     L, lo, hi = [], [], []
     for B in budgets:
+        if optimal_depth(float(B), law) < 1.0:  # under one layer: query_budget refuses, nothing to draw
+            L.append(np.nan), lo.append(np.nan), hi.append(np.nan)
+            continue
         q = query_budget(float(B), law)
         L.append(q["optimal_depth"])
         ci = (q.get("ci") or {}).get("optimal_depth")

@@ -16,7 +16,15 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.console import add_json_flag, emit
-from depthwidth.experiments.cli import download, end_sweep, load, start_sweep, sweep_args, sweep_kwargs
+from depthwidth.experiments.cli import (
+    default_results,
+    download,
+    end_sweep,
+    load,
+    start_sweep,
+    sweep_args,
+    sweep_kwargs,
+)
 from depthwidth.fits.options import FitOptions
 
 
@@ -79,7 +87,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     kw = sweep_kwargs(args)
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
-    results = args.results or f"results/{preset.name}"
+    results = args.results or default_results(preset.name)
     if args.download:
         download(preset, args.data_dir)
     summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,

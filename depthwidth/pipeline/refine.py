@@ -125,7 +125,9 @@ def cell_configs(preset, cells: list[tuple[int, int]]) -> list[RunConfig]:
 
 def refined_runs_done(preset, table) -> int:
     """Records in the table that belong to no grid point of ``preset`` (refined runs so far)."""
-    grid = {r.run_id() for r in preset.runs}
+    from depthwidth.data.prepare import pin_corpus
+
+    grid = {pin_corpus(r).run_id() for r in preset.runs}  # the ids the sweep recorded them under
     return int(sum(1 for rid in table.runs["run_id"] if rid not in grid))
 
 

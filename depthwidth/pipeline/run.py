@@ -21,7 +21,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
-from depthwidth.records import write_atomic, write_json_atomic
+from depthwidth.records import json_text, write_if_changed
 
 
 def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
@@ -59,9 +59,10 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     }
     # Stored without timings, so regenerating from finished records leaves the file byte-identical.
     stored = {**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}}
-    write_json_atomic(out_root / "summary.json", stored)
+    # Written only when their content changed: a rerun over finished records touches nothing tracked.
+    write_if_changed(out_root / "summary.json", json_text(stored))
     summary["wall_s"] = time.perf_counter() - t0
-    write_atomic(out_root / "summary.md", summary_markdown(summary))
+    write_if_changed(out_root / "summary.md", summary_markdown(summary))
     return summary
 
 
@@ -87,7 +88,7 @@ def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: boo
     try:
         fit = build_fit(load_table(results), **options.kwargs())
         fit_path = str(out_dir / "fit.json")
-        write_json_atomic(fit_path, fit)
+        write_if_changed(fit_path, json_text(fit))
     except UserError as e:  # say so, draw what can be drawn
         fit_error = str(e)
     figs: list[str] = []

@@ -274,6 +274,13 @@ def test_bpe_vocab_bounds():
         tokenizer.train_bpe("hello world", 256)
     with pytest.raises(UserError, match="uint16"):
         tokenizer.train_bpe("hello world", 70_000)
+    # Issue 10: `data prepare --vocab-size 65536` was accepted, data.bpe_vocab_size=65536 refused.
+    assert DataConfig(tokenizer="bpe", bpe_vocab_size=tokenizer.MAX_VOCAB).bpe_vocab_size == 65536
+    for bad in (256, tokenizer.MAX_VOCAB + 1):
+        with pytest.raises(UserError, match=r"257\.\.65536"):
+            DataConfig(tokenizer="bpe", bpe_vocab_size=bad)
+        with pytest.raises(UserError, match=r"257\.\.65536"):
+            tokenizer.train_bpe("hello world", bad)
 
 
 # --------------------------------------------------------------------------- opening
@@ -352,12 +359,12 @@ def test_open_prepared_rejects_broken_dirs(tmp_path: Path, char_dir: Path):
 def test_prepared_dir_for_builds_once_into_the_cache(tmp_path: Path, corpora_dir: Path, monkeypatch):
     cfg = DataConfig(corpus="tinyshakespeare", tokenizer="char")
     p = prepare.prepared_dir_for(cfg, corpora_dir, tmp_path)
-    assert p == tmp_path / "prepared" / "tinyshakespeare-char-86c4e6aa"
+    assert p == tmp_path / "prepared-2" / "tinyshakespeare-char-86c4e6aa"
     stamp = (p / "meta.json").stat().st_mtime_ns
     monkeypatch.setenv(corpora.DATA_ENV, str(corpora_dir))
     monkeypatch.setenv(prepare.CACHE_ENV, str(tmp_path))
     assert prepare.prepared_dir_for(cfg) == p and (p / "meta.json").stat().st_mtime_ns == stamp
-    assert [q.name for q in (tmp_path / "prepared").iterdir()] == [p.name]  # no temp dirs left
+    assert [q.name for q in (tmp_path / "prepared-2").iterdir()] == [p.name]  # no temp dirs left
     assert tokenfiles.open_prepared(p).vocab_size == TS_CHARS
     assert prepare.cache_key("tinyshakespeare", "bpe", 2000, "86c4e6aa" + "0" * 56) == "tinyshakespeare-bpe-2000-86c4e6aa"
     # A prepared path must match the config's tokenizer, or the run record would mislabel it.
@@ -399,7 +406,7 @@ def test_concurrent_workers_share_one_prepared_dir(tmp_path: Path, ts_text: str)
     for t in threads:
         t.join()
     assert not errors and len(set(results)) == 1
-    assert [q.name for q in (tmp_path / "cache" / "prepared").iterdir()] == [results[0].name]
+    assert [q.name for q in (tmp_path / "cache" / "prepared-2").iterdir()] == [results[0].name]
     assert tokenfiles.open_prepared(results[0]).meta["tokens"]["total"] == 60_000
 
 
@@ -468,3 +475,48 @@ def test_spread_is_its_own_cache_entry_and_run_identity(tmp_path: Path, corpora_
     assert RunConfig(data=end).run_id() != RunConfig(data=spread).run_id()
     with pytest.raises(UserError, match="'end' held-out sets but data.heldout='spread'"):
         prepare.prepared_dir_for(dataclasses.replace(spread, corpus=str(a)), corpora_dir)
+
+
+# --------------------------------------------------------------------------- content identity
+
+
+def test_token_files_are_checked_against_their_sha256_on_use(tmp_path: Path, char_dir: Path):
+    # Issue 10 item 4: a cached train.bin overwritten with other in-range ids trained under the
+    # real run's id. meta.json records each token file's sha256; opening verifies it.
+    meta = tokenfiles.open_prepared(char_dir).meta
+    assert set(meta["files_sha256"]) == {"train.bin", "val.bin", "test.bin"}
+    broken = tmp_path / "swapped"
+    shutil.copytree(char_dir, broken)
+    ids = np.fromfile(broken / "train.bin", dtype=np.uint16)
+    ids[::-1].tofile(broken / "train.bin")  # same size, same ids, other order
+    with pytest.raises(UserError, match=r"train.bin does not match the sha256"):
+        tokenfiles.open_prepared(broken)
+
+
+def test_a_corpus_given_as_a_path_is_identified_by_its_content(tmp_path: Path, ts_text: str):
+    # Issue 10 item 3: editing the file kept the run id, so the old record counted as finished.
+    from depthwidth.config import RunConfig
+
+    f = tmp_path / "web.txt"
+    f.write_text(ts_text[:50_000])
+    cfg = RunConfig(data=DataConfig(corpus=str(f), tokenizer="char"))
+    pinned = prepare.pin_corpus(cfg)
+    assert pinned.data.corpus_sha256 == corpora.sha256_file(f)
+    assert prepare.pin_corpus(pinned) == pinned  # pinning twice changes nothing
+    f.write_text(ts_text[:50_000].replace("the", "teh"))
+    repinned = prepare.pin_corpus(cfg)
+    assert repinned.run_id() != pinned.run_id()
+    with pytest.raises(UserError, match="changed"):  # a config pinned to the old content
+        prepare.pin_corpus(pinned)
+    # A directory: the sha256 of its files' sha256s; editing a token file changes it.
+    d = tmp_path / "nano"
+    d.mkdir()
+    np.arange(100, dtype=np.uint16).tofile(d / "train.bin")
+    np.arange(50, dtype=np.uint16).tofile(d / "val.bin")
+    dcfg = RunConfig(data=DataConfig(corpus=str(d), tokenizer="char"))
+    a = prepare.pin_corpus(dcfg).run_id()
+    np.arange(1, 101, dtype=np.uint16).tofile(d / "train.bin")
+    assert prepare.pin_corpus(dcfg).run_id() != a
+    # A known corpus keeps its id: its sha256 is fixed in data/corpora.py.
+    known = RunConfig(data=DataConfig(corpus="tinyshakespeare", tokenizer="char"))
+    assert prepare.pin_corpus(known) == known

@@ -58,9 +58,21 @@ def test_info_lists_and_verifies_corpora(capsys, corpora_dir: Path):
     assert rc == 0
     rows = json.loads(stdout)["corpora"]
     assert [r["name"] for r in rows] == ["tinyshakespeare", "kjv", "austen", "us_speeches", "python_docs"]
-    assert all(r["status"] == "present" for r in rows)
+    assert all(r["status"] == "ok (sha256 verified)" for r in rows)
     rc, stdout, _ = _run(capsys, ["data", "info", "tinyshakespeare", "--data-dir", str(corpora_dir), "--json"])
     assert rc == 0 and json.loads(stdout)["status"] == "ok (sha256 verified)"
+
+
+def test_info_list_flags_a_corpus_with_a_wrong_checksum(capsys, tmp_path: Path, corpora_dir: Path):
+    # Issue 10 item 7: the listing said "present" for a file whose sha256 is wrong.
+    text = (corpora_dir / "tinyshakespeare.txt").read_bytes()
+    (tmp_path / "tinyshakespeare.txt").write_bytes(text.replace(b"First Citizen", b"Second Citizen", 1))
+    rc, stdout, _ = _run(capsys, ["data", "info", "--data-dir", str(tmp_path), "--json"])
+    status = {r["name"]: r["status"] for r in json.loads(stdout)["corpora"]}
+    assert status["tinyshakespeare"] == "CHECKSUM MISMATCH" and status["kjv"] == "missing"
+    assert rc == 1
+    rc, stdout, _ = _run(capsys, ["data", "info", "tinyshakespeare", "--data-dir", str(tmp_path), "--json"])
+    assert rc == 1 and json.loads(stdout)["status"] == "CHECKSUM MISMATCH"
 
 
 def _bad_cases(tmp: Path, corpora_dir: Path) -> list[tuple[list[str], str]]:

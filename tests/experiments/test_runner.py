@@ -261,3 +261,69 @@ def test_cli_sweep_over_finished_results_trains_nothing(tmp_path):
 def test_from_dict_round_trip_of_preset_runs():
     # The records carry config dicts; the ETA rebuilds configs from them.
     assert from_dict(SMOKE.runs[3].to_dict()).run_id() == IDS[3]
+
+
+def test_a_path_corpus_run_id_follows_the_files_content(tmp_path):
+    # Issue 10 item 3: the sweep's plan (claims, skipping finished runs) uses the content.
+    import dataclasses as dc
+
+    f = tmp_path / "web.txt"
+    f.write_text("one two three\n" * 200)
+    preset = load_preset("smoke")
+    runs = tuple(dc.replace(r, data=dc.replace(r.data, corpus=str(f))) for r in preset.runs[:2])
+    preset = dc.replace(preset, runs=runs, corpora=(str(f),))
+    before = [j.run_id for j in runner.plan(preset, tmp_path / "res")]
+    f.write_text("four five six\n" * 200)
+    after = [j.run_id for j in runner.plan(preset, tmp_path / "res")]
+    assert len(set(before)) == 2 and not set(before) & set(after)
+
+
+def test_a_jobs_child_dies_with_its_sigkilled_parent(tmp_path):
+    # Issue 10: SIGKILL the parent of `sweep --jobs 2` and the child worker kept training.
+    child = ("import os, sys, time; from depthwidth.experiments.runner import die_with_parent; "
+             "die_with_parent(int(sys.argv[1])); print('armed', flush=True); time.sleep(120)")
+    parent = ("import os, subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', {child!r}, str(os.getpid())], stdout=subprocess.PIPE, text=True); "
+              "assert p.stdout.readline().strip() == 'armed'; print(p.pid, flush=True); time.sleep(120)")
+    par = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    child_pid = int(par.stdout.readline())
+    par.kill()
+    par.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            break
+        # Reaped by init once it exits; a zombie still answers kill(0), so read its state.
+        try:
+            if Path(f"/proc/{child_pid}/stat").read_text().split()[2] == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(child_pid, signal.SIGKILL)
+        pytest.fail("the child outlived its SIGKILLed parent by 30 s")
+
+
+def test_jobs_children_are_told_their_parent(tmp_path, monkeypatch):
+    seen = []
+
+    class P:  # a child worker that reports an empty sweep at once
+        returncode = 0
+
+        def __init__(self, cmd, **kw):
+            seen.append(cmd)
+
+        def communicate(self):
+            return (json.dumps({"trained": [], "failed": [], "busy": []}), "")
+
+    monkeypatch.setattr("subprocess.Popen", P)
+    monkeypatch.setattr(runner, "core_sets", lambda jobs: None)
+    monkeypatch.setattr(runner, "run_sweep", lambda preset, results, **kw: runner.SweepReport(
+        preset="smoke", results=str(results), groups={}, worker=0, num_workers=2, total=0))
+    monkeypatch.setattr(runner, "_recount", lambda *a: None)
+    runner.run_local_jobs(SMOKE, tmp_path, ["--preset", "smoke"], jobs=2, log=lambda m: None)
+    (cmd,) = seen
+    assert cmd[cmd.index("--parent-pid") + 1] == str(os.getpid())

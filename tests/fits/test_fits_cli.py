@@ -83,6 +83,11 @@ def test_query_vocab_subtracts_embedding(capsys):
     (["query", "--params", "1B", "--tolerance", "-1"], "--tolerance"),
     (["query", "--params", "1B", "--vocab", "x"], "cannot parse"),
     (["query", "--params", "1000", "--vocab", "50257"], "too small"),
+    # Issue 10: OverflowError tracebacks, and a 0.0-layer answer for a 10-parameter budget.
+    (["query", "--layers", "20000"], "overflows"),
+    (["query", "--layers", "1e6"], "overflows"),
+    (["query", "--shape", "100000x128"], "overflows"),
+    (["query", "--params", "10"], "under one layer"),
     (["fit", "--results", "/nonexistent/results"], "results directory not found"),
     (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
 ])

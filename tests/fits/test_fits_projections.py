@@ -189,5 +189,9 @@ def test_optimal_depth_increases_with_budget(law, n1, ratio, vocab):
 def test_query_of_transition_params_is_identity(law, L, vocab):
     N = P.transition_params(L, law) + vocab * P.law_width(L, law)
     assert P.optimal_depth(N, law, vocab) == pytest.approx(L, rel=1e-9)
+    if L < 1:  # under one layer: outside what the law describes, refused (issue 10)
+        with pytest.raises(UserError, match="under one layer"):
+            P.query_budget(N, law, vocab=vocab)
+        return
     q = P.query_budget(N, law, vocab=vocab)
     assert q["optimal_width"] == pytest.approx(P.query_depth(L, law)["transition_width"], rel=1e-8)

@@ -89,3 +89,34 @@ def test_records_of_other_kinds_are_set_aside(tmp_path):
     assert t.other_kinds == {"latency-L2-d64": "latency"}
     assert set(t.runs["run_id"]) == ids and t.cells["n_seeds"].tolist() == [2]
     assert t.unfinished == [] and t.summary()["n_records"] == 2
+
+
+def test_a_finished_record_with_an_exploded_loss_is_excluded_as_diverged(tmp_path):
+    # Issue 10 item 5: a record written "finished" with test loss 2,392,707 nats/token entered
+    # the fit. Above 2 ln V (2 ln 65 = 8.349) it is excluded, with the reason.
+    import json
+
+    for s in range(2):
+        write(tmp_path, 2, 64, s, 2.0)
+    bad = write(tmp_path, 2, 64, 5, 2392707.0)
+    p = run_dir(tmp_path, bad) / "record.json"
+    rec = json.loads(p.read_text())
+    write_json_atomic(p, {**rec, "vocab_size": 65})
+    t = load_table(tmp_path)
+    reasons = dict(zip(t.excluded["run_id"], t.excluded["reason"]))
+    assert reasons[bad].startswith("diverged: test_loss 2.393e+06") and "8.349" in reasons[bad]
+    assert sorted(t.losses[(2, 64)]) == [2.0, 2.0]
+
+
+def test_a_record_with_zero_params_is_one_line_error(tmp_path):
+    # Issue 10: `fit` / `figs` on a record whose N is 0 died with "math domain error".
+    import json
+
+    for s in range(2):
+        write(tmp_path, 2, 64, s, 2.0)
+    bad = write(tmp_path, 2, 128, 0, 2.0)
+    p = run_dir(tmp_path, bad) / "record.json"
+    rec = json.loads(p.read_text())
+    write_json_atomic(p, {**rec, "params": {**rec["params"], "kaplan": 0}})
+    with pytest.raises(UserError, match=rf"{bad}: params.kaplan must be a positive number, got 0"):
+        load_table(tmp_path)

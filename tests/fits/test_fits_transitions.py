@@ -23,6 +23,18 @@ def test_linear_curves_cross_where_computed_by_hand():
     assert c.roots_up == []
 
 
+def test_unsorted_points_give_the_same_crossing():
+    # Issue 10: x in another order silently returned "no_overlap". Same curves as above.
+    xs = np.array([12.5, 10.0, 13.0, 11.0])
+    xd = np.array([13.5, 10.5, 12.2, 11.5])
+    c = find_crossing(xs, 3 - 0.5 * (xs - 10), xd, 3.5 - 0.75 * (xd - 10))
+    assert c.status == "crossing" and c.x_star == pytest.approx(12.0, abs=1e-10) and c.overlap == (10.5, 13.0)
+    with pytest.raises(UserError, match="repeats x = 10"):
+        find_crossing([10.0, 10.0, 11.0], [3, 3, 2], xd, xd)
+    with pytest.raises(UserError, match="equal length"):
+        find_crossing([10.0, 11.0], [3.0], xd, xd)
+
+
 def test_multiple_crossings_take_the_last_down_crossing():
     # Flat shallow curve at 2.0; the deep one zig-zags 2.1, 1.9, 2.1, 1.9, 1.9. PCHIP sets zero
     # slope at the local extrema x = 1, 2, 3, so on [1, 2] and [2, 3] the Hermite cubic is

@@ -69,6 +69,38 @@ def test_kill_and_resume_is_bit_identical(tmp_path):
     assert [e["loss"] for e in la] == [e["loss"] for e in lb]
 
 
+def test_a_truncated_latest_checkpoint_falls_back_to_the_older_one(tmp_path, capsys):
+    # Issue 10: a truncated latest checkpoint gave a 141-line orbax traceback and exit 1 though
+    # the checkpoint of step 10 was fine. Resuming from it is as exact as from the latest.
+    a, b = tmp_path / "a", tmp_path / "b"
+    rec_a = train_run(CFG, a, progress=False, verbose=False)
+    assert train_run(CFG, b, progress=False, verbose=False, stop_after=15) is None  # saved at 10 and 15
+    latest = b / "runs" / rec_a["run_id"] / "ckpt" / "15"
+    files = [f for f in latest.rglob("*") if f.is_file() and f.stat().st_size > 0]
+    assert files
+    for f in files:  # a kill in the middle of writing them
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    capsys.readouterr()
+    rec_b = train_run(CFG, b, progress=False, verbose=True)
+    err = [line for line in capsys.readouterr().err.splitlines() if "checkpoint" in line or "resumed" in line]
+    assert len(err) == 2 and "checkpoint at step 15 is unreadable" in err[0] and "from step 10" in err[1]
+    assert rec_b["steps"] == 20 and rec_b["test_loss"] == rec_a["test_loss"]
+
+
+def test_records_name_the_package_version():
+    # Issue 10: records made from a pip install had git_rev null and no package version.
+    import importlib.metadata
+
+    from depthwidth import __version__
+    from depthwidth.models.train import _versions
+
+    try:
+        want = importlib.metadata.version("depthwidth")
+    except importlib.metadata.PackageNotFoundError:
+        want = __version__
+    assert _versions()["depthwidth"] == want
+
+
 def test_record_fields_and_values(tmp_path):
     rec = train_run(CFG, tmp_path, progress=False, verbose=False)
     records.validate_record(rec)
@@ -119,6 +151,15 @@ def test_divergence_is_recorded_not_raised(tmp_path):
     assert records.read_record(tmp_path / "runs" / rec["run_id"] / "record.json")["status"] == "diverged"
 
 
+def test_an_exploding_finite_loss_is_diverged(tmp_path):
+    # Issue 10 item 5: lr=1000 without clipping gave a finite test loss of 2.4M nats/token,
+    # recorded as "finished". Far above ln V (a uniform guess: ln 65 = 4.17) is diverged.
+    bad = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, lr=1000.0, grad_clip=0.0, warmup_steps=0))
+    rec = train_run(bad, tmp_path, progress=False, verbose=False)
+    assert rec["status"] == "diverged" and rec["test_loss"] is None
+    assert "ln V" in rec["diverged_reason"]
+
+
 def test_cli_train_writes_record(tmp_path, capsys):
     rc = main(["train", "--out", str(tmp_path), "--set", "model.n_layer=1", "--set", "model.d_model=16",
                "--set", "model.seq_len=16", "--set", "train.steps=5", "--set", "train.batch_size=4",
@@ -161,6 +202,21 @@ def test_a_step_that_cannot_fit_fails_before_step_0():
     _check_fits({**fits, "temp_bytes": 2**40}, types.SimpleNamespace(devices=np.array([object()])))  # no stats
 
 
+def test_a_cpu_step_is_checked_against_the_available_host_memory(monkeypatch):
+    # Issue 10: the check used the total RAM; a CPU device has no memory_stats, so the limit
+    # is what the host has available now, shared by the mesh's devices.
+    import types
+
+    from depthwidth.models.engine import _check_fits
+
+    cpu = types.SimpleNamespace(platform="cpu", memory_stats=lambda: None)
+    monkeypatch.setattr("depthwidth.hostcpu.available_memory_bytes", lambda: 2 * 2**30)
+    step = {"argument_bytes": 2**29, "output_bytes": 0, "alias_bytes": 0, "temp_bytes": 2**29}  # 1 GiB
+    _check_fits(step, types.SimpleNamespace(devices=np.array([cpu])))
+    with pytest.raises(UserError, match=r"needs 1.0 GiB per device \(at least\) but 0.5 GiB"):
+        _check_fits(step, types.SimpleNamespace(devices=np.array([cpu] * 4)))
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["--set", "model.n_layer=nan"], "n_layer must be an integer"),
     (["--set", "train.lr=inf"], "lr must be a finite number"),
@@ -172,6 +228,32 @@ def test_absurd_configs_fail_fast_with_one_line(argv, msg, tmp_path, capsys):
     assert main(["train", "--out", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0]
+
+
+def test_warmup_as_long_as_training_is_refused_before_any_directory(tmp_path, capsys):
+    # Issue 10: warmup_steps == steps left no steps to decay over: an optax traceback
+    # (decay_steps=0) after the run directory was made.
+    argv = ["train", "--out", str(tmp_path), "--set", "train.steps=10", "--set", "train.warmup_steps=10"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.warmup_steps must be in 0..9" in err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tensorboard_without_tensorboardx_is_one_line_before_compiling(tmp_path, capsys, monkeypatch):
+    # Issue 10: the ImportError came after compiling, as a traceback.
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    assert importlib.util.find_spec("tensorboardX") is None or sys.modules["tensorboardX"] is None
+    monkeypatch.setattr("depthwidth.models.train.build_engine",
+                        lambda *a, **k: pytest.fail("compiled before checking for tensorboardX"))
+    assert main(["train", "--out", str(tmp_path), "--tensorboard", "--set", "train.steps=2",
+                 "--set", "train.warmup_steps=0", "--set", "mesh.data=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tensorboardX" in err[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unwritable_out_is_one_line(capsys):
