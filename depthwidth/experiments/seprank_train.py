@@ -269,8 +269,9 @@ def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: in
     ``trained`` {g: exact rank of the weights rounded to 1/g (:func:`quantise`,
     :func:`depthwidth.theory.seprank.adaptive_rank`), a RankResult dict + ``lower_bound``};
     ``init``: the same run's step-0 (Gaussian) weights rounded to the first grid, the untrained
-    reference; ``random``: the committed table's procedure (integer weights in [-2, 2], best of
-    2 draws; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
+    reference; ``random``: the committed table's procedure (integer weights uniform in
+    [-R, R], R = :data:`depthwidth.theory.seprank.WEIGHT_RANGE`, best of 2 draws on the seed-0
+    templates; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
     first grid's final M: ``rank_float_trained`` (float64 SVD rank of the float trained weights)
     and ``rel_rank_trained``/``rel_rank_init``/``rel_rank_random`` (:func:`relative_rank`, rtol
     1e-3). Plus ``counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
