@@ -247,11 +247,16 @@ def relative_rank(A: np.ndarray, rtol: float = 1e-3) -> int:
 
 
 def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.ndarray:
-    """Grid matrix of ``net`` in float64 on the seed-0 integer templates (as floats)."""
+    """Grid matrix of ``net`` in float64 on the seed-0 integer templates: a float network evaluated
+    in float64; an integer one (the random weights, up to 2^20: their entries overflow float64 at
+    L = 3) evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`)."""
     from depthwidth.theory import seprank
 
-    T = np.asarray(seprank.templates_for(n_templates, d_model, 0), dtype=np.float64)
-    return np.asarray(seprank.grid_matrix(net, T, seprank.balanced_partition(n_positions)), np.float64)
+    T = seprank.templates_for(n_templates, d_model, 0)
+    part = seprank.balanced_partition(n_positions)
+    if net.layers[0][0][0].dtype == object:
+        return seprank.to_float(seprank.grid_matrix(net, T, part))
+    return np.asarray(seprank.grid_matrix(net, np.asarray(T, dtype=np.float64), part), np.float64)
 
 
 def verdict(trained: dict, random: dict) -> str:

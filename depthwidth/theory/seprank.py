@@ -190,9 +190,24 @@ def exact_rank(A: np.ndarray) -> int:
     return int(flint.fmpz_mat([[int(v) for v in row] for row in A]).rank())
 
 
+def to_float(A: np.ndarray) -> np.ndarray:
+    """A in float64, an integer (object) matrix first divided by one power of two 2^s so that its
+    largest entry fits (< 2^1000; exact ints reach ~2^1100 at L = 3 with the default weights), which
+    leaves its rank unchanged; entries far below the largest underflow, as float64 would lose them."""
+    A = np.asarray(A)
+    if A.dtype != object or A.size == 0:
+        return np.asarray(A, dtype=np.float64)
+    s = max(0, max(abs(int(v)).bit_length() for v in A.flat) - 1000)
+    if not s:
+        return np.asarray(A, dtype=np.float64)
+    d = 1 << s
+    return np.array([[int(v) / d for v in row] for row in A], dtype=np.float64).reshape(A.shape)
+
+
 def float_rank(A: np.ndarray) -> int:
-    """numpy.linalg.matrix_rank of A in float64 (the default SVD tolerance): the cross-check."""
-    return int(np.linalg.matrix_rank(np.asarray(A, dtype=np.float64)))
+    """numpy.linalg.matrix_rank of A in float64 (:func:`to_float`; the default SVD tolerance): the
+    cross-check."""
+    return int(np.linalg.matrix_rank(to_float(A)))
 
 
 def templates_for(n_templates: int, d_model: int, seed: int) -> np.ndarray:
