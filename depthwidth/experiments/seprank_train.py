@@ -247,11 +247,16 @@ def relative_rank(A: np.ndarray, rtol: float = 1e-3) -> int:
 
 
 def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.ndarray:
-    """Grid matrix of ``net`` in float64 on the seed-0 integer templates (as floats)."""
+    """Grid matrix of ``net`` in float64 on the seed-0 integer templates: a float network evaluated
+    in float64; an integer one (the random weights, up to 2^20: their entries overflow float64 at
+    L = 3) evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`)."""
     from depthwidth.theory import seprank
 
-    T = np.asarray(seprank.templates_for(n_templates, d_model, 0), dtype=np.float64)
-    return np.asarray(seprank.grid_matrix(net, T, seprank.balanced_partition(n_positions)), np.float64)
+    T = seprank.templates_for(n_templates, d_model, 0)
+    part = seprank.balanced_partition(n_positions)
+    if net.layers[0][0][0].dtype == object:
+        return seprank.to_float(seprank.grid_matrix(net, T, part))
+    return np.asarray(seprank.grid_matrix(net, np.asarray(T, dtype=np.float64), part), np.float64)
 
 
 def verdict(trained: dict, random: dict) -> str:
@@ -269,8 +274,9 @@ def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: in
     ``trained`` {g: exact rank of the weights rounded to 1/g (:func:`quantise`,
     :func:`depthwidth.theory.seprank.adaptive_rank`), a RankResult dict + ``lower_bound``};
     ``init``: the same run's step-0 (Gaussian) weights rounded to the first grid, the untrained
-    reference; ``random``: the committed table's procedure (integer weights in [-2, 2], best of
-    2 draws; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
+    reference; ``random``: the committed table's procedure (integer weights uniform in
+    [-R, R], R = :data:`depthwidth.theory.seprank.WEIGHT_RANGE`, best of 2 draws on the seed-0
+    templates; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
     first grid's final M: ``rank_float_trained`` (float64 SVD rank of the float trained weights)
     and ``rel_rank_trained``/``rel_rank_init``/``rel_rank_random`` (:func:`relative_rank`, rtol
     1e-3). Plus ``counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and

@@ -134,6 +134,9 @@ def _register_seprank(cmds) -> None:
                    help="M template vectors (default: doubled from 8 until the rank saturates, at most 128)")
     p.add_argument("--seed", type=_int("--seed", 0), default=0, help="weights/templates seed (default 0)")
     p.add_argument("--draws", type=_int("--draws"), default=2, help="weight draws; the rank is their maximum (default 2)")
+    p.add_argument("--weight-range", type=_int("--weight-range"), default=None,
+                   help="weights are integers uniform in [-R, R] (default 2^20: the generic rank except with "
+                        "probability <= miss_bound, Schwartz-Zippel; small R can miss it)")
     p.add_argument("--residual", action="store_true", help="residual connections x + attn(x)")
     p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (minutes)")
     p.add_argument("--out", default="results/seprank", help="table directory (default results/seprank)")
@@ -160,10 +163,11 @@ def _seprank(args) -> int:
         raise UserError("theory seprank needs --layers and --width (or --table)")
     if args.templates is None:
         r = seprank.measure_adaptive(args.layers, args.width, args.heads, residual=args.residual, seed=args.seed,
-                                     n_positions=args.positions, draws=args.draws)
+                                     n_positions=args.positions, draws=args.draws, weight_range=args.weight_range)
     else:
         r = seprank.measure(args.layers, args.width, args.heads, n_positions=args.positions, n_templates=args.templates,
-                            seed=args.seed, residual=args.residual, draws=args.draws, step=4)
+                            seed=args.seed, residual=args.residual, draws=args.draws, step=4,
+                            weight_range=args.weight_range)
     low = seprank.is_lower_bound(r)
     bounds = (f"published-form bounds [{r['log3_sep_lower']:.2f}, {r['log3_sep_upper']:.2f}]"
               if r["log3_sep_upper"] is not None else "published-form bounds undefined (d_x <= H)")
@@ -171,7 +175,9 @@ def _seprank(args) -> int:
             f"{r['n_positions']} positions, {r['n_templates']} templates ({r['shape'][0]}x{r['shape'][1]} grid): "
             f"rank {r['rank']} (exact; float64 SVD {r['rank_float']}){' - a lower bound: more templates may raise it' if low else ''}\n"
             f"log3 rank {r['log3_rank']:.3f} vs counting bound log3 C(3^L + d_x, d_x) = {r['counting_bound']:.3f}; "
-            f"{bounds}; {r['regime']} (L_th = {r['threshold_depth']:.3f})" if r["rank"] else
+            f"{bounds}; {r['regime']} (L_th = {r['threshold_depth']:.3f})\n"
+            f"weights in [-{r['weight_range']}, {r['weight_range']}], best of {r['draws']} draws: below the generic "
+            f"rank with probability <= {r['miss_bound']:.2g} (Schwartz-Zippel)" if r["rank"] else
             "rank 0: f vanishes on the grid for every weight draw (try --draws or --seed)")
     emit(args, {**r, "lower_bound": low}, text)
     return 0

@@ -16,11 +16,35 @@ t_{i_N}). Matricised across a balanced partition (P, Q) of the positions (rows: 
 columns: the Q indices), its rank is a lower bound on the separation rank of f w.r.t. (P, Q).
 
 Exactness. Float SVD ranks of these matrices fail already at L = 3 (entries span dozens of
-orders of magnitude). Here weights and templates are small random integers, so every entry is
-an exact integer (Python ints, no overflow), and the rank is computed over the rationals by
-FLINT (``python-flint``: ``fmpz_mat.rank``, fraction-free elimination) -- exact, not
-probabilistic. A float64 SVD rank (tolerance max(shape)·eps·σ_max, numpy's default) is kept as
-a cross-check, and :func:`grid_rank` reports whether the two agree.
+orders of magnitude). Here weights and templates are random integers, so every entry is an exact
+integer (Python ints, no overflow), and the rank is computed over the rationals by FLINT
+(``python-flint``: ``fmpz_mat.rank``, fraction-free elimination) -- exact for the weights drawn,
+not probabilistic. A float64 SVD rank (tolerance max(shape)·eps·σ_max, numpy's default) is kept
+as a cross-check, and :func:`grid_rank` reports whether the two agree.
+
+Generic rank, and the bound relied on. What is wanted is the *generic* rank r* of the grid
+matrix A(W) on the given templates: its rank for all weights W outside a proper algebraic subset
+(r* = max_W rank A(W)); the rank at any one W is <= r*, so a measurement can only fall short. Each
+entry of A(W) is a polynomial in the weights of total degree <= D_L = 2(3^L - 1) (layer l's
+output has weight degree D_l = 4 + 3 D_{l-1}, D_0 = 0; the residual term only adds lower
+degrees), so some r* x r* minor of A is a nonzero polynomial in W of degree <= r*·D_L. By the
+Schwartz-Zippel lemma, weights drawn independently and uniformly from the 2R + 1 integers in
+[-R, R] make that minor vanish -- the only way to measure less than r* -- with probability
+
+    P(rank A(W) < r*) <= r*·D_L / (2R + 1) <= min(shape)·D_L / (2R + 1),
+
+and :func:`generic_rank` takes the best of k independent weight draws *on the same templates*,
+so it falls short of r* with probability <= (min(shape)·D_L / (2R + 1))^k (``miss_bound`` in
+:func:`measure`'s result). With R = :data:`WEIGHT_RANGE` = 2^20 and k = 2 that is <= 1.1e-5 for
+L <= 3 with M <= 128 (per draw <= 128·52 / (2^21 + 1) = 3.2e-3) and <= 1e-4 for L = 4 (per draw
+<= 128·160 / (2^21 + 1) = 9.8e-3); each table row records its own. Small
+ranges are not enough: with weights in [-2, 2] and head size 1 (d_x = 2, H = 2) both draws of
+the earlier table landed on the exceptional set (rank 2 instead of 3 at L = 1, 12 instead of 15
+at L = 2, 0 -- f ≡ 0 -- instead of 22 at L = 3; ``tests/theory/test_seprank.py``). The larger
+integers cost time: the entries have about D_L·log2(R) more bits (~1,000 at L = 3, ~3,200 at
+L = 4), which slows the exact evaluation and elimination (measured in the README). Templates stay
+small (integers in [-3, 3]): they fix the grid, not the weights' genericity; whether they are
+enough is the saturation check below.
 
 When is M large enough? Two caps exist besides the true rank: the number of distinct rows or
 columns (f is symmetric in the positions other than 0, so a side of k positions not holding
@@ -39,7 +63,8 @@ import numpy as np
 
 from depthwidth.errors import UserError
 
-WEIGHT_RANGE = 2  # weights are integers in [-2, 2]
+WEIGHT_RANGE = 2**20  # weights are integers in [-R, R], R = 2^20 (module docstring: the bound)
+DRAWS = 2  # weight draws per measurement; the rank is their maximum
 TEMPLATE_RANGE = 3  # template entries are integers in [-3, 3]
 MAX_GRID = 2_000_000  # evaluations (M^N) refused above this: minutes of exact integer arithmetic
 # ... and M^N * 3^L (the entries are degree-3^L polynomials, so their size grows like 3^L):
@@ -62,18 +87,23 @@ class Network:
     denominator: int = 1
 
 
-def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, residual: bool = False) -> Network:
-    """Weights drawn uniformly from the integers in [-WEIGHT_RANGE, WEIGHT_RANGE] (numpy
-    Generator ``seed``). Raises UserError for bad sizes or H not dividing d_x."""
+def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, residual: bool = False,
+                   weight_range: int | None = None) -> Network:
+    """Weights drawn uniformly from the integers in [-R, R], R = ``weight_range`` (default
+    :data:`WEIGHT_RANGE`; numpy Generator ``seed``). Raises UserError for bad sizes, H not
+    dividing d_x or R < 1."""
     if n_layer < 1 or d_model < 1 or n_head < 1:
         raise UserError(f"need layers, width, heads >= 1; got {n_layer}, {d_model}, {n_head}")
     if d_model % n_head:
         raise UserError(f"--heads {n_head} must divide --width {d_model}")
+    R = WEIGHT_RANGE if weight_range is None else int(weight_range)
+    if R < 1:
+        raise UserError(f"weight range must be >= 1, got {R}")
     rng = np.random.default_rng(seed)
     da = d_model // n_head
 
     def w(shape):
-        return rng.integers(-WEIGHT_RANGE, WEIGHT_RANGE + 1, size=shape).astype(object)
+        return rng.integers(-R, R + 1, size=shape).astype(object)
 
     layers = tuple(tuple((w((da, d_model)), w((da, d_model)), w((da, d_model)), w((d_model, da)))
                          for _ in range(n_head)) for _ in range(n_layer))
@@ -160,9 +190,24 @@ def exact_rank(A: np.ndarray) -> int:
     return int(flint.fmpz_mat([[int(v) for v in row] for row in A]).rank())
 
 
+def to_float(A: np.ndarray) -> np.ndarray:
+    """A in float64, an integer (object) matrix first divided by one power of two 2^s so that its
+    largest entry fits (< 2^1000; exact ints reach ~2^1100 at L = 3 with the default weights), which
+    leaves its rank unchanged; entries far below the largest underflow, as float64 would lose them."""
+    A = np.asarray(A)
+    if A.dtype != object or A.size == 0:
+        return np.asarray(A, dtype=np.float64)
+    s = max(0, max(abs(int(v)).bit_length() for v in A.flat) - 1000)
+    if not s:
+        return np.asarray(A, dtype=np.float64)
+    d = 1 << s
+    return np.array([[int(v) / d for v in row] for row in A], dtype=np.float64).reshape(A.shape)
+
+
 def float_rank(A: np.ndarray) -> int:
-    """numpy.linalg.matrix_rank of A in float64 (the default SVD tolerance): the cross-check."""
-    return int(np.linalg.matrix_rank(np.asarray(A, dtype=np.float64)))
+    """numpy.linalg.matrix_rank of A in float64 (:func:`to_float`; the default SVD tolerance): the
+    cross-check."""
+    return int(np.linalg.matrix_rank(to_float(A)))
 
 
 def templates_for(n_templates: int, d_model: int, seed: int) -> np.ndarray:
@@ -181,7 +226,8 @@ def distinct_cap(n_templates: int, partition) -> int:
 
 @dataclass
 class RankResult:
-    """One measurement. rank: exact rank of the grid matrix; rank_float: float64 SVD rank;
+    """One measurement. seed: the templates' seed (from :func:`generic_rank`: the weight draw's
+    seed; its templates are the base seed's); rank: exact rank of the grid matrix; rank_float: float64 SVD rank;
     rank_more_templates: exact rank with ``step`` more templates (None if not computed);
     saturated: rank == rank_more_templates; cap: distinct rows/columns (:func:`distinct_cap`)."""
 
@@ -224,33 +270,51 @@ def grid_rank(net: Network, *, n_positions: int = 4, n_templates: int = 8, seed:
                       cap=distinct_cap(n_templates, part), float_agrees=rf == r)
 
 
-def generic_rank(n_layer: int, d_model: int, n_head: int, *, draws: int = 2, seed: int = 0, residual: bool = False,
-                 **kw) -> RankResult:
-    """The largest grid rank over ``draws`` independent weight (and template) draws, seeds
-    seed, seed+1, ...: the rank "for all weights except a measure-zero set" is the maximum over
-    weights, and small integer weights hit the exceptional set (e.g. a zero row of the last
-    W_O, f ≡ 0) often enough that one draw is not enough. ``kw`` goes to :func:`grid_rank`."""
+def weight_degree(n_layer: int) -> int:
+    """Total degree of f in the weights: D_L = 2(3^L - 1) (D_l = 4 + 3 D_{l-1}, D_0 = 0)."""
+    return 2 * (3**n_layer - 1)
+
+
+def miss_bound(n_layer: int, size: int, *, draws: int = DRAWS, weight_range: int = WEIGHT_RANGE) -> float:
+    """Schwartz-Zippel bound on P(best of ``draws`` weight draws on one grid < its generic rank):
+    (size·D_L / (2R + 1))^draws, capped at 1; ``size`` bounds the generic rank (min(shape))."""
+    return min(1.0, size * weight_degree(n_layer) / (2 * weight_range + 1)) ** max(1, draws)
+
+
+def generic_rank(n_layer: int, d_model: int, n_head: int, *, draws: int = DRAWS, seed: int = 0, residual: bool = False,
+                 weight_range: int | None = None, **kw) -> RankResult:
+    """The largest grid rank over ``draws`` independent weight draws (seeds seed, seed+1, ...)
+    on one set of templates (seed ``seed``): the generic rank except with probability <=
+    :func:`miss_bound` (module docstring). The result's ``seed`` is the weight draw that gave it
+    (its templates are always seed ``seed``'s). ``kw`` goes to :func:`grid_rank`."""
     best = None
     for s in range(seed, seed + max(1, draws)):
-        r = grid_rank(random_network(n_layer, d_model, n_head, seed=s, residual=residual), seed=s, **kw)
+        net = random_network(n_layer, d_model, n_head, seed=s, residual=residual, weight_range=weight_range)
+        r = grid_rank(net, seed=seed, **kw)
+        r.seed = s
         if best is None or (r.rank, r.saturated or False) > (best.rank, best.saturated or False):
             best = r
     return best
 
 
 def measure(n_layer: int, d_model: int, n_head: int, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0,
-            residual: bool = False, partition: int = 0, step: int = 2, draws: int = 2) -> dict:
+            residual: bool = False, partition: int = 0, step: int = 2, draws: int = DRAWS,
+            weight_range: int | None = None) -> dict:
     """Random-weight measurement next to the bounds: the generic rank (:func:`generic_rank`,
     the best of ``draws`` weight draws; ``seed`` in the result is the draw that gave it) with
-    the RankResult's fields, plus ``draws``, ``log3_rank``,
+    the RankResult's fields, plus ``draws``, ``weight_range``, ``miss_bound`` (:func:`miss_bound`
+    for this grid), ``log3_rank``,
     ``counting_bound`` (log₃ C(3^L + d_x, d_x)) and the reconstructed published-form bounds
     (``log3_sep_lower``/``log3_sep_upper``, null when d_x <= H) from :mod:`separation`, and
     ``within_counting_bound``. Raises UserError on bad sizes."""
     from depthwidth.theory import separation
 
+    R = WEIGHT_RANGE if weight_range is None else int(weight_range)
     res = generic_rank(n_layer, d_model, n_head, draws=draws, seed=seed, residual=residual, n_positions=n_positions,
-                       n_templates=n_templates, partition=partition, step=step).to_dict()
+                       n_templates=n_templates, partition=partition, step=step, weight_range=R).to_dict()
     res["draws"] = draws
+    res["weight_range"] = R
+    res["miss_bound"] = miss_bound(n_layer, min(res["shape"]), draws=draws, weight_range=R)
     count = separation.log_monomial_count(n_layer, d_model)
     res["log3_rank"] = math.log(res["rank"], 3) if res["rank"] > 0 else None
     res["counting_bound"] = count
@@ -266,14 +330,14 @@ def measure(n_layer: int, d_model: int, n_head: int, *, n_positions: int = 4, n_
 
 def measure_adaptive(n_layer: int, d_model: int, n_head: int, *, residual: bool = False, seed: int = 0,
                      n_positions: int = 2, start: int = 8, max_templates: int = 128, step: int = 4,
-                     draws: int = 2) -> dict:
+                     draws: int = DRAWS, weight_range: int | None = None) -> dict:
     """:func:`measure` with M doubled from ``start`` until the rank is saturated (unchanged by
     ``step`` more templates, and at most half the distinct-row/column cap) or M would exceed
     ``max_templates``; the last measurement is returned (``saturated`` and ``cap`` say which)."""
     M = start
     while True:
         res = measure(n_layer, d_model, n_head, n_positions=n_positions, n_templates=M, seed=seed,
-                      residual=residual, step=step, draws=draws)
+                      residual=residual, step=step, draws=draws, weight_range=weight_range)
         # Saturated with headroom: unchanged by `step` more templates and at most half the cap
         # (a rank just under the cap can still be the templates' limit, not the function's).
         if (res["saturated"] and 2 * res["rank"] <= res["cap"]) or 2 * M > max_templates:
@@ -326,10 +390,12 @@ def write_table(out: str, *, seed: int = 0, max_templates: int = 128, progress=N
 
     rows = table(seed=seed, max_templates=max_templates, progress=progress)
     doc = {"what": "exact grid-tensor rank of the analysed self-attention network (theory.seprank)",
-           "method": "integer weights in [-2,2], integer templates in [-3,3], rank over Q by FLINT fmpz_mat "
-                     "(exact); the best of 2 weight draws; templates doubled from 8 until the rank is unchanged by 4 more "
-                     "and at most half the cap, or 128; "
-                     "float64 SVD rank as a cross-check",
+           "method": f"integer weights uniform in [-{WEIGHT_RANGE},{WEIGHT_RANGE}], integer templates in "
+                     f"[-{TEMPLATE_RANGE},{TEMPLATE_RANGE}], rank over Q by FLINT fmpz_mat (exact); the best of {DRAWS} "
+                     "weight draws on the same templates (below the generic rank with probability <= miss_bound, "
+                     "Schwartz-Zippel: (min(shape)*2(3^L-1)/(2R+1))^draws); templates doubled from 8 until the rank "
+                     "is unchanged by 4 more and at most half the cap, or 128; float64 SVD rank as a cross-check",
+           "weight_range": WEIGHT_RANGE, "draws": DRAWS,
            "n_positions": 2, "seed": seed, "max_templates": max_templates, "rows": rows}
     os.makedirs(out, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".table.json.")

@@ -106,3 +106,25 @@ def test_rational_weights_are_exact():
     assert c == g**4 * (g**4) ** 3  # s after two layers: s1 = g^4, s2 = g^4 * s1^3
     with pytest.raises(UserError):
         seprank.network_from_arrays(net.layers, denominator=0)
+
+
+def test_small_integer_weights_miss_the_generic_rank_the_default_range_reaches_it():
+    # d_x = 2, H = 2 (head size 1): integer weights in [-2, 2] (the earlier default), best of 2
+    # draws, land on the exceptional set -- rank 2 instead of 3 at L = 1, 12 instead of 15 at
+    # L = 2 (and f = 0 instead of rank 22 at L = 3). The default range [-2^20, 2^20] reaches the
+    # rank that Gaussian weights (N(0, 1) rounded to 1/64) and trained weights
+    # (results/seprank/trained.json) give; Schwartz-Zippel bounds its miss probability.
+    rng = np.random.default_rng(0)
+    shapes = [(1, 2), (1, 2), (1, 2), (2, 1)]  # W_Q, W_K, W_V (d_a x d_x), W_O (d_x x d_a), d_a = 1
+    for L, M, small, generic in ((1, 12, 2, 3), (2, 32, 12, 15)):
+        kw = dict(n_positions=2, n_templates=M, step=0)
+        assert seprank.generic_rank(L, 2, 2, weight_range=2, **kw).rank == small
+        assert seprank.generic_rank(L, 2, 2, **kw).rank == generic
+        gauss = seprank.network_from_arrays(
+            [[tuple(np.rint(64 * rng.normal(size=s)).astype(np.int64) for s in shapes) for _ in range(2)]
+             for _ in range(L)], denominator=64)
+        assert seprank.grid_rank(gauss, **kw).rank == generic
+    # (size * 2(3^L - 1) / (2R + 1))^draws: the bound the default relies on
+    assert seprank.weight_degree(3) == 52
+    assert seprank.miss_bound(2, 32) == pytest.approx((32 * 16 / (2 * 2**20 + 1)) ** 2)
+    assert seprank.miss_bound(3, 128) < 1.1e-5 and seprank.miss_bound(3, 128, weight_range=2) == 1.0
