@@ -19,6 +19,25 @@ from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
 
 
+
+def _other_b_intervals(law: dict) -> list[str]:
+    """b's 95% interval under the fit file's other error conventions (law.error_convention), so a
+    poor fit (chi2_red > 1) is not read only through the narrowest one: cov_scaled (normal
+    approximation, b ± 1.96·sqrt(cov_scaled[1][1])) and the bootstrap refit's percentiles."""
+    v, out = law["b_vs"], []
+    rows = []
+    if law.get("dof", 0) > 0 and law.get("chi2_red", 0) > 1 and law.get("cov_scaled"):
+        half = 1.959963984540054 * math.sqrt(law["cov_scaled"][1][1])
+        rows.append(("cov_scaled (cov x chi2_red)", law["b"] - half, law["b"] + half))
+    boot = law.get("bootstrap") or {}
+    if boot.get("ci95"):
+        rows.append((f"bootstrap refit ({boot.get('replicates', '?')} replicates)", *boot["ci95"]["b"]))
+    for name, lo, hi in rows:
+        paper = "contains" if lo <= v["paper"] <= hi else "excludes"
+        theory = "contains" if lo <= v["theory_ln3"] <= hi else "excludes"
+        out.append(f"     with {name}: b in [{lo:.4f}, {hi:.4f}], {paper} {v['paper']}, {theory} ln 3")
+    return out
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="transition points and the law ln d_x = a + b*L from sweep results",
                        description="Locate where deeper networks start to win (per depth pair), fit "
@@ -278,9 +297,10 @@ def _fit_text(fit: dict[str, Any], out) -> str:
             lines.append("     2 points: the exact line through them (dof 0, no chi2 or R^2)")
         v = law.get("b_vs")
         if v:
-            lines.append(f"     b's 95% interval [{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] "
+            lines.append(f"     b's 95% interval (cov) [{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] "
                          f"{'contains' if v['paper_inside'] else 'excludes'} the paper's {v['paper']} and "
                          f"{'contains' if v['theory_inside'] else 'excludes'} the theory's ln 3 = {v['theory_ln3']:.4f}")
+            lines += _other_b_intervals(law)
     else:
         lines.append(f"law: none (status {fit['status']}: fewer than 2 transition points cross in >= "
                      f"{o.get('min_fraction', 0.95):.0%} of bootstrap replicates)")

@@ -127,3 +127,19 @@ def test_query_answers_fast_after_import():
     for N in (125e6, 1.3e9, 175e9, 1e12):
         query_budget(N, levine2020())
     assert time.process_time() - t0 < 0.1
+
+
+def test_a_poor_fit_also_prints_b_under_the_scaled_and_bootstrap_conventions():
+    from depthwidth.fits.cli import _other_b_intervals
+
+    # cov_scaled[1][1] = 0.01 -> half width 1.96 * 0.1; chi2_red > 1 so the scaled line is printed.
+    law = {"b": 0.2, "dof": 1, "chi2_red": 3.0, "cov_scaled": [[1.0, 0.0], [0.0, 0.01]],
+           "bootstrap": {"ci95": {"b": [0.03, 0.25]}, "replicates": 900},
+           "b_vs": {"paper": 0.0555, "theory_ln3": 1.0986}}
+    lines = _other_b_intervals(law)
+    assert len(lines) == 2
+    assert "b in [0.0040, 0.3960], contains 0.0555, excludes ln 3" in lines[0]
+    assert "900 replicates" in lines[1] and "b in [0.0300, 0.2500], contains 0.0555, excludes ln 3" in lines[1]
+    # A good fit (chi2_red <= 1) keeps only the bootstrap line; no bootstrap, no line.
+    assert len(_other_b_intervals({**law, "chi2_red": 0.8})) == 1
+    assert _other_b_intervals({**law, "chi2_red": 0.8, "bootstrap": None}) == []
