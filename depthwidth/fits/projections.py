@@ -56,7 +56,7 @@ def check_depth(L: float, law: Law) -> None:
     if law.a + law.b * L > _MAX_LN_WIDTH:
         deepest = (_MAX_LN_WIDTH - law.a) / law.b if law.b > 0 else float("inf")
         raise UserError(f"depth {L:g} is far outside law {law.name}'s range: its width exp(a + b*L) = "
-                        f"e^{law.a + law.b * L:.4g} overflows; give a depth up to {deepest:,.0f} layers")
+                        f"e^{law.a + law.b * L:.4g} overflows; give a depth up to {math.floor(deepest):,} layers")
 
 
 def law_width(L: float, law: Law) -> float:

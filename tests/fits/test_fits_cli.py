@@ -143,3 +143,17 @@ def test_a_poor_fit_also_prints_b_under_the_scaled_and_bootstrap_conventions():
     # A good fit (chi2_red <= 1) keeps only the bootstrap line; no bootstrap, no line.
     assert len(_other_b_intervals({**law, "chi2_red": 0.8})) == 1
     assert _other_b_intervals({**law, "chi2_red": 0.8, "bootstrap": None}) == []
+
+
+def test_the_deepest_depth_the_overflow_message_names_is_accepted(capsys):
+    from depthwidth.errors import UserError
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import check_depth
+
+    law = levine2020()
+    deepest = (300.0 - law.a) / law.b
+    with pytest.raises(UserError) as e:
+        check_depth(math.floor(deepest) + 1, law)
+    named = int(str(e.value).rsplit("up to ", 1)[1].split()[0].replace(",", ""))
+    assert named == math.floor(deepest)
+    check_depth(named, law)  # the depth it names is accepted
