@@ -20,6 +20,11 @@ after a preset's coarse grid is finished (``depthwidth sweep --refine``). Each *
    a proposal whose widths both exist already is dropped (the bracket is at width resolution);
 3. trains the proposed cells with all the preset's seeds, as ordinary run records.
 
+A round that was interrupted leaves cells with fewer seeds than the preset's. Such a cell would
+steer the next proposal by one seed's loss (and the paired bootstrap pairs only complete seeds),
+so a round first finishes every refined cell that lacks seeds (status ``"unfinished"``), before
+and regardless of the budget (those runs were budgeted when the cell was proposed).
+
 It stops when no pair needs a new size, or when the refined runs (records of this preset's base
 outside its grid) would exceed ``max_runs``. Everything is a pure function of the records, so
 an interrupted refinement resumes where it stopped, and every worker proposes the same runs.
@@ -57,7 +62,7 @@ from depthwidth.fits.transitions import USABLE, compute_transitions
 from depthwidth.units import format_count
 
 __all__ = ["REFINE_KEYS", "RefineSpec", "parse_refine", "proposals", "cell_configs", "refined_runs_done",
-           "plan_round", "round_preset", "describe", "refine_after_grid"]
+           "unfinished_cells", "plan_round", "round_preset", "describe", "refine_after_grid"]
 
 
 def _even_width(N: float, L: int, n_head: int) -> int:
@@ -131,9 +136,29 @@ def refined_runs_done(preset, table) -> int:
     return int(sum(1 for rid in table.runs["run_id"] if rid not in grid))
 
 
+def unfinished_cells(preset, table) -> list[tuple[int, int]]:
+    """(L, d) cells of the table for which some seed of ``preset`` has no record at all, sorted.
+
+    A seed whose run has a record of any status (diverged included) counts as done, so a round
+    never waits for a run the runner would skip."""
+    from depthwidth.data.prepare import pin_corpus
+
+    recorded = set(table.runs["run_id"])
+    cells = sorted({(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])})
+    return [c for c in cells if any(pin_corpus(r).run_id() not in recorded for r in cell_configs(preset, [c]))]
+
+
 def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, Any]], list[RunConfig]]:
-    """(proposals, their runs trimmed to the remaining budget) for the next round."""
+    """(proposals, their runs trimmed to the remaining budget) for the next round; when some cells
+    lack seeds (an interrupted round), the round is those cells' runs alone."""
     table = load_table(results)
+    todo = unfinished_cells(preset, table)
+    if todo:
+        from depthwidth.data.prepare import pin_corpus
+
+        recorded = set(table.runs["run_id"])
+        return ([{"status": "unfinished", "cells": todo}],
+                [r for r in cell_configs(preset, todo) if pin_corpus(r).run_id() not in recorded])
     props = proposals(table, spec, preset.base.model.n_head)
     left = spec.max_runs - refined_runs_done(preset, table)
     runs: list[RunConfig] = []
@@ -156,8 +181,12 @@ def round_preset(preset, results: str):
 
 def describe(props: list[dict[str, Any]]) -> list[str]:
     """One line per proposal, for the sweep's progress log."""
-    return [f"pair ({p['L_s']},{p['L_d']}) {p['status']}: add N ~ {format_count(p['N'])} as "
-            + ", ".join(f"L{L} d{d}" for L, d in p["cells"]) for p in props]
+    def cells(p):
+        return ", ".join(f"L{L} d{d}" for L, d in p["cells"])
+
+    return [f"finish the seeds of {cells(p)} (an interrupted round)" if p["status"] == "unfinished" else
+            f"pair ({p['L_s']},{p['L_d']}) {p['status']}: add N ~ {format_count(p['N'])} as {cells(p)}"
+            for p in props]
 
 
 def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any], rep):

@@ -137,3 +137,40 @@ def test_refine_flags_belong_to_sweep_only():
     assert parser.parse_args(["sweep", "--preset", "smoke", "--results", "r"]).refine is False
     with pytest.raises(UserError, match="unrecognized arguments: --refine"):
         parser.parse_args(["reproduce", "--preset", "smoke", "--refine"])
+
+
+def _record_for(results, cfg, status="finished", loss=3.0):
+    from depthwidth.records import Record, params_of, write_record
+
+    m, t = cfg.model, cfg.train
+    write_record(results, Record(
+        run_id=cfg.run_id(), status=status, config=cfg.to_dict(), n_layer=m.n_layer, d_model=m.d_model,
+        n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len, seed=t.seed,
+        params=params_of(m.n_layer, m.d_model, n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len),
+        tokens=t.steps * t.batch_size * m.seq_len, steps=t.steps, train_loss=loss, val_loss=loss,
+        test_loss=loss if status == "finished" else None, wall_s=0.0, compile_s=0.0, versions={},
+        device="test", finished_at="2026-01-01T00:00:00+00:00"))
+
+
+def test_an_interrupted_round_first_finishes_its_cells_before_proposing_new_ones(tmp_path):
+    from depthwidth.pipeline.refine import describe, plan_round, unfinished_cells
+
+    f = tmp_path / "refine-smoke.toml"
+    f.write_text(REFINE_PRESET)
+    preset = load_preset(f)
+    results = tmp_path / "r"
+    for i, r in enumerate(preset.runs):
+        _record_for(results, r, loss=3.0 + 0.01 * i)
+    # a refined cell with only seed 0 of the preset's seeds (0, 1): the round was killed after it
+    half = cell_configs(preset, [(2, 18)])
+    _record_for(results, half[0])
+    assert unfinished_cells(preset, load_table(results)) == [(2, 18)]
+    props, runs = plan_round(preset, str(results), preset.refine)
+    assert props == [{"status": "unfinished", "cells": [(2, 18)]}]
+    assert [r.run_id() for r in runs] == [half[1].run_id()]  # only the missing seed, whatever the budget
+    assert describe(props) == ["finish the seeds of L2 d18 (an interrupted round)"]
+    # a missing seed whose run diverged has a record: the cell is done, the round proposes sizes again
+    _record_for(results, half[1], status="diverged")
+    assert unfinished_cells(preset, load_table(results)) == []
+    props, _ = plan_round(preset, str(results), preset.refine)
+    assert all(p["status"] != "unfinished" for p in props)
