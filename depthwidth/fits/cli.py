@@ -76,8 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts")
     q.add_argument("--width", help="with one --layers value: width d_x of the shape to judge")
     q.add_argument("--fit", default="levine2020", help="law: levine2020 (default) or a fit JSON from depthwidth fit")
-    q.add_argument("--cov", default="absolute",
-                   help="covariance from a fit file: absolute (default), scaled (x max(1, chi2_red)), bootstrap")
+    q.add_argument("--cov", default="auto",
+                   help="covariance from a fit file: auto (default: scaled when chi2_red > 1, else absolute), "
+                        "absolute, scaled (x max(1, chi2_red)), bootstrap")
     q.add_argument("--vocab", default="0",
                    help="vocabulary V: budgets then include V*d_x (pass V+T to count learned positions too)")
     q.add_argument("--round-width", default="128", help="rounded width is a multiple of this (default 128)")
@@ -91,6 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------- formatting
+
+
+def _w(v: float) -> str:
+    """A width for a table: whole units, or 4 significant digits once it is too long to read."""
+    return f"{v:.0f}" if abs(v) < 1e7 else f"{v:.4g}"
 
 
 def _ci_text(ci: dict | None, key: str, fmt) -> str:
@@ -116,6 +122,8 @@ def _notes(law, results: list[dict[str, Any]]) -> list[str]:
     notes = []
     if law.ci_note and all(r.get("ci") is None for r in results):
         notes.append(f"note: {law.ci_note}")
+    elif "(cov: " in law.source:  # a fit file's law: say which covariance the intervals used
+        notes.append("intervals: " + law.source[law.source.index("(cov: ") + 1:-1].replace("cov:", "covariance"))
     if any(r.get("extrapolated") for r in results) and law.depth_range:
         lo, hi = law.depth_range
         notes.append(f"* extrapolated: depth outside the law's data range {lo:.3g}-{hi:.3g} layers")
@@ -181,19 +189,19 @@ def _query(args: argparse.Namespace) -> int:
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
         res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
-        rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}",
-                 f"{r['aspect_ratio']:.0f}", _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
-                 _ci_text(r["ci"], "optimal_width", lambda v: f"{v:.0f}"),
-                 f"{r['rounded']['n_layer']}x{r['rounded']['d_model']}",
+        rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']),
+                 _w(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
+                 _ci_text(r["ci"], "optimal_width", _w),
+                 f"{r['rounded']['n_layer']}x{_w(r['rounded']['d_model'])} (x{r['rounded']['multiple']})",
                  f"{format_count(r['rounded']['non_embedding_params'] + vocab * r['rounded']['d_model'])}"
                  f" ({r['rounded']['budget_rel_error']:+.1%})"]
                 for r in res]
         heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
-                 f"rounded (x{res[0]['rounded']['multiple']})", "its size"]
+                 "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
         depths = parse_count_list(args.layers, name="--layers")
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
-        rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), f"{r['transition_width']:.0f}",
+        rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
                 + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
         heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
@@ -210,7 +218,7 @@ def _query(args: argparse.Namespace) -> int:
             shapes = [_parse_shape(s) for s in items]
         res = [P.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
         rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", format_count(r["budget"]),
-                 f"{r['optimal_depth']:.1f}{_star(r)}", f"{r['optimal_width']:.0f}", f"{r['depth_ratio']:.2f}",
+                 f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']), f"{r['depth_ratio']:.2f}",
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{level:.0%} CI", "verdict"]
 

@@ -49,7 +49,8 @@ Top level::
     depth_range         [min L, max L] of the fitted points (projections outside it extrapolate)
 
 Only ``format``, ``version``, ``status`` and ``law.{a, b, cov}`` are needed by ``query``
-(``--cov scaled`` / ``--cov bootstrap`` read ``law.cov_scaled`` / ``law.bootstrap.cov``); the rest
+(``--cov scaled`` / ``--cov bootstrap`` read ``law.cov_scaled`` / ``law.bootstrap.cov``; the
+default ``--cov auto`` reads ``cov_scaled`` when ``chi2_red > 1``, see law_from_fit_dict); the rest
 is for people and figures. A fit file whose status is not "ok" cannot be queried.
 """
 
@@ -130,14 +131,18 @@ def _finite(x: Any, what: str, source: str) -> float:
     return float(x)
 
 
-COV_KINDS = ("absolute", "scaled", "bootstrap")
+COV_KINDS = ("auto", "absolute", "scaled", "bootstrap")
 
 
-def law_from_fit_dict(d: Any, source: str, cov_kind: str = "absolute") -> Law:
+def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
     """Build a :class:`Law` from a parsed fit file (format above); UserError if malformed.
 
     cov_kind picks the covariance: "absolute" (law.cov, WLS with absolute sigma), "scaled"
     (law.cov_scaled) or "bootstrap" (law.bootstrap.cov); one that is absent gives cov None.
+    "auto" (the default) is "scaled" when the fit is poor (chi2_red > 1 with dof > 0, where the
+    points scatter more than their errors allow, so the absolute covariance is too narrow; the
+    Birge-ratio convention, e.g. Particle Data Group, Review of Particle Physics, sec. 40
+    "Statistics") and "absolute" otherwise; the Law's ``source`` names the one used.
     """
     if cov_kind not in COV_KINDS:
         raise UserError(f"--cov must be one of {', '.join(COV_KINDS)}, got {cov_kind!r}")
@@ -153,9 +158,16 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "absolute") -> Law:
         raise UserError(f"{source}: missing 'law' object")
     a = _finite(law.get("a"), "law.a", source)
     b = _finite(law.get("b"), "law.b", source)
-    if cov_kind == "absolute":
+    chosen = cov_kind
+    if cov_kind == "auto":
+        chi2_red, dof = law.get("chi2_red"), law.get("dof")
+        poor = (isinstance(chi2_red, (int, float)) and isinstance(dof, int) and dof > 0 and chi2_red > 1
+                and law.get("cov_scaled") is not None)
+        chosen = "scaled" if poor else "absolute"
+        cov_kind = f"{chosen}, auto: chi2_red {chi2_red:.3g} > 1" if poor else "absolute, auto"
+    if chosen == "absolute":
         cov_raw = law.get("cov")
-    elif cov_kind == "scaled":
+    elif chosen == "scaled":
         cov_raw = law.get("cov_scaled")
     else:
         boot = law.get("bootstrap")
@@ -194,7 +206,7 @@ def load_fit_file(path: str | Path) -> dict[str, Any]:
         raise UserError(f"cannot read fit file {path}: {e}") from None
 
 
-def load_law(spec: str, cov_kind: str = "absolute") -> Law:
+def load_law(spec: str, cov_kind: str = "auto") -> Law:
     """Resolve ``--fit``: a built-in name (``levine2020``) or a path to a fit JSON file.
 
     Raises UserError for an unknown name (a spec that is neither a built-in nor an existing

@@ -221,13 +221,26 @@ def _extrapolated(law: Law, depth: float) -> bool | None:
     return not (law.depth_range[0] <= depth <= law.depth_range[1])
 
 
+def _width_multiple(round_width: int, n_head: int | None, width: float) -> int:
+    m = round_width
+    while True:
+        multiple = _lcm(m, n_head) if n_head else m
+        if m == 1 or multiple <= width / 4.0:
+            return multiple
+        m //= 2
+
+
 def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int = 128,
                  n_head: int | None = None, level: float = DEFAULT_LEVEL,
                  samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """Optimal depth and width for a budget (parameters), with CI and a rounded shape.
 
     With vocab == 0 the budget is the non-embedding N = 12·L·d²; with vocab = V it is the total
-    N + V·d_x. The rounded width is a multiple of lcm(round_width, n_head). Keys: budget, vocab,
+    N + V·d_x. The rounded width is a multiple of lcm(m, n_head), where m is ``round_width``
+    halved (down to 1) while lcm(m, n_head) exceeds a quarter of the optimal width: a x128
+    rounding of a 50-wide model would change its size several-fold, and rounding to a quarter of
+    the width keeps it within about ±25% (a choice of this project, not of the papers; the
+    multiple used is ``rounded.multiple``). Keys: budget, vocab,
     optimal_depth, optimal_width (unrounded floats), non_embedding_params(_exact),
     embedding_params, aspect_ratio (d/L), ci ({level, method, valid_fraction, optimal_depth,
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
@@ -238,8 +251,14 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
                         f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
                         f"{smallest:.4g} (the size at which one layer is optimal)")
+    if law.a + law.b * depth > _MAX_LN_WIDTH:
+        deepest = (_MAX_LN_WIDTH - law.a) / law.b
+        largest = math.exp(_log_budget(math.floor(deepest), law.a, law.b, vocab))
+        raise UserError(f"budget {budget:.4g} is far outside law {law.name}'s range: its optimal depth "
+                        f"{depth:.0f} layers would need a width of e^{law.a + law.b * depth:.4g}; give a budget "
+                        f"up to {largest:.4g} (optimal depth {math.floor(deepest):,} layers)")
     width = law_width(depth, law)
-    multiple = _lcm(round_width, n_head) if n_head else round_width
+    multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {
         "law": law.name,
         "budget": budget,

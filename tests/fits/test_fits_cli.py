@@ -88,6 +88,7 @@ def test_query_vocab_subtracts_embedding(capsys):
     (["query", "--layers", "1e6"], "overflows"),
     (["query", "--shape", "100000x128"], "overflows"),
     (["query", "--params", "10"], "under one layer"),
+    (["query", "--params", "1e300"], "far outside"),  # was answered with 6,032 layers and 150-digit widths
     (["fit", "--results", "/nonexistent/results"], "results directory not found"),
     (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
 ])
@@ -157,3 +158,58 @@ def test_the_deepest_depth_the_overflow_message_names_is_accepted(capsys):
     named = int(str(e.value).rsplit("up to ", 1)[1].split()[0].replace(",", ""))
     assert named == math.floor(deepest)
     check_depth(named, law)  # the depth it names is accepted
+
+
+def test_the_largest_budget_the_overflow_message_names_is_accepted(capsys):
+    from depthwidth.errors import UserError
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import query_budget
+
+    law = levine2020()
+    with pytest.raises(UserError) as e:
+        query_budget(1e300, law)
+    largest = float(str(e.value).rsplit("up to ", 1)[1].split()[0])
+    deepest = math.floor((300.0 - law.a) / law.b)
+    assert query_budget(largest, law)["optimal_depth"] == pytest.approx(deepest, rel=1e-3)
+
+
+def _fit_file(tmp_path, chi2_red, dof=1):
+    # cov_scaled = cov * chi2_red (lawfit's Birge ratio), written as a fit file would hold it
+    cov = [[0.04, -0.01], [-0.01, 0.0025]]
+    law = {"a": 3.0, "b": 0.2, "cov": cov, "cov_scaled": [[v * max(1.0, chi2_red) for v in r] for r in cov],
+           "chi2_red": chi2_red, "dof": dof, "depth_range": [1.0, 6.0]}
+    f = tmp_path / f"fit-{chi2_red}.json"
+    f.write_text(json.dumps({"format": "depthwidth-fit", "version": 1, "status": "ok", "law": law}))
+    return str(f)
+
+
+def test_query_intervals_widen_with_a_poor_fit_by_default(tmp_path, capsys):
+    # A fit whose points scatter 4x more than their errors (chi2_red 4): the default (--cov auto)
+    # uses cov_scaled, so the depth interval is wider than with --cov absolute, and equals --cov scaled.
+    poor = _fit_file(tmp_path, 4.0)
+    auto = query_json(capsys, "--params", "1M", "--fit", poor)
+    absolute = query_json(capsys, "--params", "1M", "--fit", poor, "--cov", "absolute")
+    scaled = query_json(capsys, "--params", "1M", "--fit", poor, "--cov", "scaled")
+    assert auto["ci"]["optimal_depth"] == scaled["ci"]["optimal_depth"]
+    lo, hi = auto["ci"]["optimal_depth"]
+    alo, ahi = absolute["ci"]["optimal_depth"]
+    assert lo < alo and hi > ahi
+    main(["query", "--params", "1M", "--fit", poor])
+    assert "intervals: covariance scaled, auto: chi2_red 4 > 1" in capsys.readouterr().out
+    # A good fit (chi2_red <= 1) keeps the absolute covariance.
+    good = _fit_file(tmp_path, 0.5)
+    assert query_json(capsys, "--params", "1M", "--fit", good)["ci"] == \
+        query_json(capsys, "--params", "1M", "--fit", good, "--cov", "absolute")["ci"]
+
+
+def test_the_rounding_multiple_shrinks_to_a_quarter_of_a_small_width():
+    from depthwidth.fits.law import Law
+    from depthwidth.fits.projections import query_budget
+
+    law = Law(a=3.0, b=0.2, cov=None, depth_range=None, name="t", source="t")
+    q = query_budget(1e5, law)  # optimal width about 50: x128 would make it 128 wide (+550% size)
+    w = q["optimal_width"]
+    m = q["rounded"]["multiple"]
+    assert m <= w / 4 < 2 * m and 128 % m == 0  # the largest halving of 128 within a quarter
+    assert abs(q["rounded"]["budget_rel_error"]) < 0.3
+    assert query_budget(1e5, law, n_head=3)["rounded"]["multiple"] % 3 == 0
