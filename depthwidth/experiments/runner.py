@@ -29,6 +29,7 @@ import os
 import re
 import signal
 import sys
+import statistics
 import threading
 import time
 import traceback
@@ -113,20 +114,21 @@ def eta_seconds(done: list[dict[str, Any]], remaining: list[RunConfig], num_work
     """Estimated seconds until ``remaining`` runs are trained by ``num_workers`` workers.
 
     Model: a run costs a fixed overhead plus its training FLOPs (:func:`run_cost`) at the speed
-    the finished runs achieved, Σ wall_s / Σ FLOPs (``wall_s`` is a record's training time,
-    compilation excluded). Runs of very different size thus get very different times, which a
-    plain mean of wall times would not. The overhead is ``overhead_s`` when given (the runner
-    passes the mean measured time per run outside training: compile, data, evaluation,
-    checkpoints), else the mean ``compile_s`` of the finished runs. Remaining runs take their
-    vocabulary size from a finished run on the same corpus and tokenizer (0 if none). None
-    when no finished record has a wall time.
+    the finished runs achieved: the median over them of wall_s / FLOPs (``wall_s`` is a record's
+    training time, compilation excluded). Runs of very different size thus get very different
+    times, which a plain mean of wall times would not; the median keeps one run that was starved
+    of CPU (a record of an hour for two minutes' work) from multiplying the estimate. The overhead
+    is ``overhead_s`` when given (the runner passes the median measured time per run outside
+    training: compile, data, evaluation, checkpoints), else the median ``compile_s`` of the
+    finished runs. Remaining runs take their vocabulary size from a finished run on the same
+    corpus and tokenizer (0 if none). None when no finished record has a wall time.
     """
     timed = [r for r in done if isinstance(r.get("wall_s"), (int, float)) and r.get("config")]
     if not remaining:
         return 0.0
     if not timed:
         return None
-    spent, work, overhead = 0.0, 0.0, 0.0
+    rates, overheads = [], []
     vocab: dict[tuple[str, str], int] = {}
     for r in timed:
         cfg = from_dict(r["config"])
@@ -134,11 +136,12 @@ def eta_seconds(done: list[dict[str, Any]], remaining: list[RunConfig], num_work
         vocab[(cfg.data.corpus, cfg.data.tokenizer)] = V
         # a diverged run stops early: its cost is the steps it actually took
         steps = int(r.get("steps") or cfg.train.steps)
-        spent += float(r["wall_s"])
-        work += steps * cfg.train.batch_size * cfg.model.seq_len * _flops_per_token(cfg, V)
-        overhead += float(r.get("compile_s") or 0.0)
-    overhead = overhead_s if overhead_s is not None else overhead / len(timed)
-    rate = spent / work if work > 0 else 0.0
+        work = steps * cfg.train.batch_size * cfg.model.seq_len * _flops_per_token(cfg, V)
+        if work > 0:
+            rates.append(float(r["wall_s"]) / work)
+        overheads.append(float(r.get("compile_s") or 0.0))
+    overhead = overhead_s if overhead_s is not None else statistics.median(overheads)
+    rate = statistics.median(rates) if rates else 0.0
     total = sum(overhead + rate * run_cost(c, vocab.get((c.data.corpus, c.data.tokenizer), 0)) for c in remaining)
     return total / max(1, num_workers)
 
@@ -391,7 +394,7 @@ class _Sweep:
         left = [j.cfg for j in self.jobs if j.run_id not in self.done]
         n_div = _counts(self.done.values())[1]
         eta = eta_seconds(list(self.done.values()), left, self.report.num_workers,
-                          sum(self.overheads) / len(self.overheads) if self.overheads else None)
+                          statistics.median(self.overheads) if self.overheads else None)
         extra = f", {n_div} diverged" if n_div else ""
         extra += f", {len(self.report.failed)} failed" if self.report.failed else ""
         return (f"{self.tag} {len(self.done)}/{len(self.jobs)} runs done{extra}; trained here "

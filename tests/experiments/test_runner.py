@@ -216,8 +216,9 @@ def test_core_sets_for_local_jobs():
 
 def test_eta_model():
     # Two finished runs of one shape; B trained 3x the steps of A, so it did 3x A's FLOPs.
-    # Rate = (10 + 30) s / (4 cost_A); a remaining run with 2x A's steps needs 2 cost_A -> 20 s,
-    # plus the overhead (mean compile_s (2 + 4)/2 = 3 s, or the measured one passed in).
+    # Rate = median(10 s / cost_A, 30 s / 3 cost_A) = 10 s / cost_A; a remaining run with 2x A's
+    # steps needs 2 cost_A -> 20 s, plus the overhead (median compile_s (2 + 4)/2 = 3 s, or the
+    # measured one passed in).
     base = SMOKE.runs[0]
     a = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=40))
     b = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=120, seed=5))
@@ -228,6 +229,12 @@ def test_eta_model():
     assert runner.eta_seconds(done, [c], overhead_s=5.0) == pytest.approx(25.0)
     assert runner.eta_seconds(done, []) == 0.0
     assert runner.eta_seconds([], [c]) is None
+    # A run starved of CPU (100x its wall time, 50x the compile) moves neither estimate much: the
+    # rate stays 10 s / cost_A, the overhead becomes the median compile_s of (2, 4, 150) = 4 s -> 24 s.
+    # (Means would give (10 + 30 + 1000) s / 5 cost_A x 2 cost_A + 52 s = 468 s.)
+    starved = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=40, seed=9))
+    done3 = done + [fake_record(starved, wall_s=1000.0, compile_s=3.0 * 50)]
+    assert runner.eta_seconds(done3, [c]) == pytest.approx(24.0)
     # Cost: steps * B * T * (6N + 6Vd + 6LTd); smoke L=1 d=16 T=32 B=16 steps=40 V=65:
     # 6*3072 + 6*65*16 + 6*1*32*16 = 18432 + 6240 + 3072 = 27744 FLOPs/token, x 40*16*32 tokens.
     assert runner.run_cost(a, 65) == 40 * 16 * 32 * 27744
