@@ -10,6 +10,7 @@ module, so imports keep pointing down (ARCHITECTURE.md).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk, not the input: exit 1 (errors.StorageFull)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -58,16 +62,19 @@ def main(argv: list[str] | None = None) -> int:
             from depthwidth.units import parse_int
 
             hostcpu.request_cpu_devices(parse_int(args.devices, name="--devices", minimum=1))
-        rc = args.func(args)
+        from depthwidth import interrupts
+
+        with interrupts.sigterm_raises():  # SIGTERM ends any command as Ctrl-C does: one line, exit 130
+            rc = args.func(args)
         return int(rc or 0)
     except UserError as e:
         print(f"depthwidth: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
     except BrokenPipeError:
         return 0
     except OSError as e:  # a path that cannot be read or written (--out, --results, ...)
         print(f"depthwidth: error: {e}", file=sys.stderr)
-        return 2
+        return 1 if e.errno in _NO_SPACE else 2
     except KeyboardInterrupt:
         print("depthwidth: interrupted", file=sys.stderr)
         return 130

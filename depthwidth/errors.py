@@ -1,9 +1,21 @@
-"""The one exception type for user errors.
+"""The exception types for errors that are not bugs.
 
-The CLI maps :class:`UserError` to a single line on stderr and exit code 2; anything else is a
-bug and keeps its traceback.
+The CLI maps :class:`UserError` to a single line on stderr and its ``exit_code`` (2: bad input;
+1 for :class:`StorageFull`); anything else is a bug and keeps its traceback.
 """
 
 
 class UserError(Exception):
     """Bad input from the user (a flag, a file, a config value). The message is one line."""
+
+    exit_code = 2
+
+
+class StorageFull(UserError):
+    """The disk (or a quota, or a file-size limit) ran out while results were being written.
+
+    Not bad input, so the CLI exits 1; finished results are intact, and a run resumes from its
+    last complete checkpoint once there is space.
+    """
+
+    exit_code = 1

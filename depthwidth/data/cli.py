@@ -10,7 +10,6 @@ from typing import Any
 
 from depthwidth.console import add_json_flag, emit
 
-
 MISMATCH = "CHECKSUM MISMATCH"  # the status of a known corpus file whose sha256 is wrong
 
 

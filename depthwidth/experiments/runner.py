@@ -28,8 +28,8 @@ import contextlib
 import os
 import re
 import signal
-import sys
 import statistics
+import sys
 import threading
 import time
 import traceback
@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from depthwidth import interrupts
 from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims
@@ -216,10 +217,6 @@ class SweepReport:
         return self.remaining == 0
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so every claim is released on the way out."""
-
-
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -261,7 +258,7 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
     engine = _Engine(train_fn, compile_cache)
     train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
-    with _sigterm_raises():
+    with interrupts.sigterm_raises():  # so every claim is released on the way out
         for job in order:
             sweep.run(job, engine, stale_after_s=stale_after_s, settle_s=settle_s, heartbeat_s=hb, train_kw=train_kw)
     return sweep.finish()
@@ -275,23 +272,6 @@ def _heartbeat_period(stale_after_s: float, heartbeat_s: float | None) -> float:
     if not 0 < hb < stale_after_s:
         raise UserError(f"heartbeat period must be in (0, stale_after={stale_after_s:g}) seconds, got {hb:g}")
     return hb
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """In the main thread, turn SIGTERM into :class:`_Terminated` (restoring the old handler after)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _on_term(signum, frame):
-        raise _Terminated("SIGTERM")
-
-    old = signal.signal(signal.SIGTERM, _on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 class _Engine:

@@ -234,7 +234,7 @@ def float_network(layers, residual: bool):
     """The trained float weights as a (float64) Network, for the float SVD cross-check."""
     from depthwidth.theory import seprank
 
-    return seprank.network_from_arrays([[tuple(np.asarray(w, np.float64) for w in h) for h in l] for l in layers],
+    return seprank.network_from_arrays([[tuple(np.asarray(w, np.float64) for w in h) for h in layer] for layer in layers],
                                        residual=residual)
 
 

@@ -19,7 +19,6 @@ from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
 
 
-
 def _other_b_intervals(law: dict) -> list[str]:
     """b's 95% interval under the fit file's other error conventions (law.error_convention), so a
     poor fit (chi2_red > 1) is not read only through the narrowest one: cov_scaled (normal

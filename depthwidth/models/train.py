@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import json
+import logging
 import math
 import platform
 import shutil
@@ -36,11 +38,11 @@ import jax
 import numpy as np
 import optax
 
-from depthwidth import hostcpu, records
+from depthwidth import hostcpu, interrupts, records
 from depthwidth.config import MeshConfig, RunConfig, from_dict
 from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
-from depthwidth.errors import UserError
+from depthwidth.errors import StorageFull, UserError
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
 from depthwidth.models.engine import (
@@ -65,6 +67,13 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     null), not an exception. Raises UserError for bad data/config, or for ``tensorboard``
     without tensorboardX (before anything is compiled).
     """
+    with interrupts.sigterm_raises():  # SIGTERM stops a run as Ctrl-C does (interrupts module)
+        return _train_run(cfg, results_dir, data_dir=data_dir, resume=resume, progress=progress,
+                          stop_after=stop_after, tensorboard=tensorboard, verbose=verbose)
+
+
+def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: bool, progress: bool,
+               stop_after: int | None, tensorboard: bool, verbose: bool) -> dict[str, Any] | None:
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
     if tensorboard:
         _require_tensorboardx()
@@ -90,7 +99,8 @@ def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path |
     rec = _record(cfg, rcfg, engine, prepared, _final_eval(engine, state["params"], prepared, end.status),
                   end, meter, start=start, prior_wall_s=logger.prior_wall_s)
     if main:
-        records.write_record(results_dir, rec)
+        with interrupts.deferred(), _out_of_space_is_one_line(rdir):
+            records.write_record(results_dir, rec)
         if not t.keep_weights:
             shutil.rmtree(rdir / "ckpt", ignore_errors=True)  # the record is the result; free the disk
     return rec.to_dict()
@@ -143,9 +153,68 @@ def _checkpoints(rdir: Path, t):
                                              enable_async_checkpointing=False, create=True))
     try:
         yield ckpt
+    except BaseException:
+        with contextlib.suppress(Exception), _orbax_quiet():  # the first error is the one to report
+            ckpt.wait_until_finished()
+            ckpt.close()
+        raise
+    ckpt.wait_until_finished()
+    ckpt.close()
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _out_of_space(e: BaseException) -> bool:
+    """Whether ``e`` (or an exception it came from) is a write that failed for lack of space:
+    an OSError ENOSPC/EDQUOT/EFBIG, or tensorstore's RESOURCE_EXHAUSTED on writing a file."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e)
+        if (isinstance(e, OSError) and e.errno in _NO_SPACE) or "No space left" in text \
+                or ("RESOURCE_EXHAUSTED" in text and "writing" in text.lower()):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+@contextlib.contextmanager
+def _orbax_quiet():
+    """Mute absl's ERROR log lines (orbax's worker threads log each failure with a traceback)
+    for the block; the exception the block raises still says what went wrong."""
+    log = logging.getLogger("absl")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
     finally:
-        ckpt.wait_until_finished()
-        ckpt.close()
+        log.setLevel(level)
+
+
+@contextlib.contextmanager
+def _out_of_space_is_one_line(rdir: Path):
+    """A write that fails for lack of space becomes :class:`StorageFull` (one line, exit 1);
+    half-written checkpoint steps (orbax's ``*.orbax-checkpoint-tmp``) are removed to give the
+    space back. Other errors pass through unchanged."""
+    try:
+        yield
+    except Exception as e:
+        if not _out_of_space(e):
+            raise
+        for tmp in (rdir / "ckpt").glob("*.orbax-checkpoint-tmp*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise StorageFull(f"out of disk space writing {rdir} ({type(e).__name__}); free some space and rerun: "
+                          "finished records are intact and the run resumes from its last complete checkpoint") from None
+
+
+def _save_checkpoint(ckpt, step: int, state) -> None:
+    """Save ``state`` at ``step``; a kill signal waits for the save to complete (interrupts.deferred)."""
+    import orbax.checkpoint as ocp
+
+    rdir = Path(str(ckpt.directory)).parent
+    with interrupts.deferred(), _out_of_space_is_one_line(rdir), _orbax_quiet():
+        ckpt.save(step, args=ocp.args.StandardSave(state), force=True)
 
 
 def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_id: str):
@@ -282,7 +351,6 @@ def _train_loop(engine: Engine, state, prepared: Prepared, ckpt, logger: RunLogg
     A log window ends every ``log_every`` steps, at each checkpoint, at ``stop_at`` and at an
     ``eval_every`` step; a non-finite loss in it ends the run as diverged.
     """
-    import orbax.checkpoint as ocp
 
     t, T = engine.cfg.train, engine.cfg.model.seq_len
     end = _LoopEnd(status="finished", step=start)
@@ -306,7 +374,7 @@ def _train_loop(engine: Engine, state, prepared: Prepared, ckpt, logger: RunLogg
                 break
             window_t0 = time.perf_counter()
         if step % t.ckpt_every == 0 or step == stop_at:
-            ckpt.save(step, args=ocp.args.StandardSave(state), force=True)
+            _save_checkpoint(ckpt, step, state)
             window_t0 = time.perf_counter()  # checkpoint I/O is not training time
     return state, end
 

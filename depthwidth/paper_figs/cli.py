@@ -38,9 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _seprank_fig(args: argparse.Namespace) -> int:
-    from depthwidth.paper_figs import seprank_fig
-
     from pathlib import Path
+
+    from depthwidth.paper_figs import seprank_fig
 
     trained = args.trained
     if trained is None:
