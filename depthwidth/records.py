@@ -262,6 +262,15 @@ def write_if_changed(path: str | Path, data: bytes | str) -> bool:
     return write_atomic(path, raw)
 
 
+def relative_to(path: str | Path, base_dir: str | Path) -> str:
+    """``path`` relative to ``base_dir`` (with ``..`` where needed; POSIX separators).
+
+    Result files store the paths they mention relative to their own directory, so a file's
+    bytes do not depend on the current directory or on where the checkout lies.
+    """
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(base_dir))).as_posix()
+
+
 def write_record(results: str | Path, rec: Record) -> Path:
     """Write ``rec`` to ``results/runs/<run_id>/record.json`` atomically; return the path."""
     path = run_dir(results, rec.run_id) / "record.json"

@@ -232,7 +232,7 @@ def _query(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from depthwidth.fits.lawfit import build_fit
+    from depthwidth.fits.lawfit import build_fit, stored_fit
     from depthwidth.fits.table import load_table
     from depthwidth.records import write_json_atomic
 
@@ -242,7 +242,7 @@ def _fit(args: argparse.Namespace) -> int:
     table = load_table(args.results)
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"
-    write_json_atomic(out, fit)
+    write_json_atomic(out, stored_fit(fit, out))
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out)}, _fit_text(fit, out))
     return 0

@@ -29,6 +29,7 @@ Top level::
     table               {"results": str, "n_records": int, "n_used": int, "n_cells": int,
                          "excluded": [{"run_id", "n_layer", "d_model", "seed", "status", "reason"}],
                          "unfinished": [run_id, ...]}
+                        (``results`` relative to the fit file's folder: "." when it lies in it)
     warnings            [str, ...]
     depthwidth_version  str
 

@@ -25,6 +25,7 @@ import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -182,6 +183,17 @@ def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | No
                                "degenerate bootstrap (every point has zero error: the seeds' paired differences "
                                "agree exactly): unweighted line, cov from the residual scatter")
     return law
+
+
+def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """``fit`` as written to ``path``: its ``table.results`` relative to the file's folder
+    (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
+    from depthwidth.records import relative_to
+
+    table = fit.get("table")
+    if not isinstance(table, dict) or not table.get("results"):
+        return fit
+    return {**fit, "table": {**table, "results": relative_to(table["results"], Path(path).parent)}}
 
 
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,

@@ -21,7 +21,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
-from depthwidth.records import json_text, write_if_changed
+from depthwidth.records import json_text, relative_to, write_if_changed
 
 
 def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
@@ -57,13 +57,31 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
         "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
         "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
     }
-    # Stored without timings, so regenerating from finished records leaves the file byte-identical.
-    stored = {**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}}
+    # Stored without timings, and with paths relative to out_root (records.relative_to), so
+    # regenerating from finished records leaves the file byte-identical from any directory.
+    stored = _stored_paths({**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}},
+                           out_root)
     # Written only when their content changed: a rerun over finished records touches nothing tracked.
     write_if_changed(out_root / "summary.json", json_text(stored))
     summary["wall_s"] = time.perf_counter() - t0
     write_if_changed(out_root / "summary.md", summary_markdown(summary))
     return summary
+
+
+def _stored_paths(summary: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The summary with every path it names made relative to ``base`` (summary.json's folder)."""
+    rel = lambda p: relative_to(p, base) if p else p  # noqa: E731
+    corpora = {}
+    for corpus, c in summary["corpora"].items():
+        c = {**c, "results": rel(c["results"]), "fit_path": rel(c["fit_path"]),
+             "figures": [rel(f) for f in c["figures"]]}
+        if isinstance(c.get("table"), dict):
+            c["table"] = {**c["table"], "results": rel(c["table"]["results"])}
+        corpora[corpus] = c
+    sweep = {**summary["sweep"], "results": rel(summary["sweep"].get("results")),
+             "groups": {k: rel(v) for k, v in (summary["sweep"].get("groups") or {}).items()}}
+    return {**summary, "results": rel(summary["results"]), "out": rel(summary["out"]),
+            "files": [rel(f) for f in summary["files"]], "corpora": corpora, "sweep": sweep}
 
 
 def _sweep(preset, results: str | Path, sweep_kwargs: dict[str, Any] | None):
@@ -81,14 +99,14 @@ def _sweep(preset, results: str | Path, sweep_kwargs: dict[str, Any] | None):
 def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:
     """Steps 2 and 3 for one corpus: fit.json from the records, then the figures; either may
     fail with a UserError (every run diverged, one depth only), which the summary reports."""
-    from depthwidth.fits.lawfit import build_fit
+    from depthwidth.fits.lawfit import build_fit, stored_fit
     from depthwidth.fits.table import load_table
 
     fit = fit_error = fit_path = None
     try:
         fit = build_fit(load_table(results), **options.kwargs())
         fit_path = str(out_dir / "fit.json")
-        write_if_changed(fit_path, json_text(fit))
+        write_if_changed(fit_path, json_text(stored_fit(fit, fit_path)))
     except UserError as e:  # say so, draw what can be drawn
         fit_error = str(e)
     figs: list[str] = []

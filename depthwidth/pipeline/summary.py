@@ -173,7 +173,7 @@ def summary_markdown(s: dict[str, Any]) -> str:
           f"Runs: {sw['finished'] + sw['diverged']}/{sw['total']} with records ({sw['finished']} finished, "
           f"{sw['diverged']} diverged)" + ("" if s["complete"] else " - **incomplete**") + ".", ""]
     for corpus, c in s["corpora"].items():
-        md += [f"## {corpus}", "", f"Results: `{c['results']}`" + (f"; fit: `{_rel(c['fit_path'], out)}`"
+        md += [f"## {corpus}", "", f"Results: `{_rel(c['results'], out)}`" + (f"; fit: `{_rel(c['fit_path'], out)}`"
                                                                    if c["fit_path"] else ""), ""]
         if c["fit_error"]:
             md += [f"No fit: {c['fit_error']}", ""]

@@ -156,7 +156,7 @@ corpora = ["tinyshakespeare", "kjv"]
 """
 
 
-def test_reproduce_recovers_a_known_law(tmp_path):
+def test_reproduce_recovers_a_known_law(tmp_path, monkeypatch):
     """A stand-in engine whose test loss at fixed N is lowest at the depth the published law
     calls optimal: loss = 2 - 0.1 ln N + 0.05 (ln L - ln L*(N))^2, L*(N) solving
     N = 12 L exp(2a + 2bL) (a = 5.039, b = 0.0555), +-0.0005 by seed. Then L=4 beats L=2 exactly
@@ -198,3 +198,18 @@ def test_reproduce_recovers_a_known_law(tmp_path):
         assert fitted["a"] == pytest.approx(5.039, abs=0.02) and fitted["b"] == pytest.approx(0.0555, abs=0.004)
     assert (tmp_path / "res" / "summary.json").exists() and (tmp_path / "res" / "summary.md").exists()
     assert "(2,4) crossed at N* = 1.1" in summary.summary_text(s)
+    # The stored files name paths relative to their own folder (issue 10: run from outside the
+    # checkout, reproduce wrote absolute paths): a rerun over the finished records from another
+    # cwd, with a relative path, leaves the same bytes as one with the absolute path.
+    files = [tmp_path / "res" / "summary.json"] + [tmp_path / "res" / c / "fit.json" for c in s["corpora"]]
+    reproduce(load_preset(f), tmp_path / "res", fit_options=FitOptions(bootstrap=200), figures=False,
+              sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+    before = [f.read_bytes() for f in files]
+    stored = json.loads(before[0])
+    assert stored["results"] == "." and stored["files"] == ["summary.json", "summary.md"]
+    assert stored["corpora"]["kjv"]["results"] == "kjv" and stored["corpora"]["kjv"]["fit_path"] == "kjv/fit.json"
+    assert json.loads(before[1])["table"]["results"] == "."
+    monkeypatch.chdir(tmp_path)
+    reproduce(load_preset(f), "res", fit_options=FitOptions(bootstrap=200), figures=False,
+              sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+    assert [f.read_bytes() for f in files] == before
