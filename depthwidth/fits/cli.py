@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cell's own); add +widths to pooled/seeds to also resample widths")
     p.add_argument("--seed", default=str(FitOptions.seed), help=f"bootstrap random seed (default {FitOptions.seed})")
     p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
+    p.add_argument("--cells-of", default=None, metavar="DIR",
+                   help="use only the (depth, width) cells that also have runs in results directory DIR "
+                        "(compare two sweeps, e.g. two training lengths, on matched cells)")
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
@@ -239,7 +242,7 @@ def _fit(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
-    table = load_table(args.results)
+    table = load_table(args.results, cells_of=args.cells_of)
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"
     write_json_atomic(out, stored_fit(fit, out))
@@ -272,7 +275,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
 
     t = fit["table"]
     lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
-             f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"]
+             f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"
+             + (f" (only the cells that {t['cells_of']} also has)" if t.get("cells_of") else "")]
     for e in t["excluded"]:
         lines.append(f"  excluded {e['run_id']}: {e['reason']}")
     for u in t["unfinished"]:

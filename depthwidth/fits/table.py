@@ -56,6 +56,7 @@ class ResultsTable:
     losses: dict[tuple[int, int], list[float]]
     chunks: dict[tuple[int, int], list[list[float]] | None] | None = None
     other_kinds: dict[str, str] = field(default_factory=dict)
+    cells_of: str | None = None  # the results directory whose cells this table was restricted to
 
     def depths(self) -> list[int]:
         return sorted(int(x) for x in self.cells["n_layer"].unique())
@@ -72,6 +73,7 @@ class ResultsTable:
                 for r in self.excluded.to_dict("records")
             ],
             "unfinished": list(self.unfinished),
+            **({"cells_of": self.cells_of} if self.cells_of else {}),
         }
 
 
@@ -127,17 +129,24 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-def load_table(results: str | Path) -> ResultsTable:
+def load_table(results: str | Path, cells_of: str | Path | None = None) -> ResultsTable:
     """Load every record under ``results`` into a :class:`ResultsTable`.
+
+    ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
+    run there are kept (e.g. the same grid at two training lengths, compared on matched cells).
 
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
     configurations differ beyond the seed, or no run is usable.
     """
     every = iter_records(results)
+    recorded = {r["run_id"] for r in every}
+    if cells_of is not None:
+        other = load_table(cells_of).cells
+        keep = {(int(L), int(d)) for L, d in zip(other["n_layer"], other["d_model"])}
+        every = [r for r in every if kind_of(r) != TRAIN or (r.get("n_layer"), r.get("d_model")) in keep]
     records = [r for r in every if kind_of(r) == TRAIN]
     root = Path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
-    recorded = {r["run_id"] for r in every}
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     reasons = [_exclusion_reason(r) for r in records]
@@ -177,4 +186,5 @@ def load_table(results: str | Path) -> ResultsTable:
     cells = pd.DataFrame(cells_rows, columns=CELL_COLUMNS)
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
                         unfinished=unfinished, losses=losses, chunks=chunks,
-                        other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN})
+                        other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
+                        cells_of=str(cells_of) if cells_of is not None else None)

@@ -213,3 +213,23 @@ def test_the_rounding_multiple_shrinks_to_a_quarter_of_a_small_width():
     assert m <= w / 4 < 2 * m and 128 % m == 0  # the largest halving of 128 within a quarter
     assert abs(q["rounded"]["budget_rel_error"]) < 0.3
     assert query_budget(1e5, law, n_head=3)["rounded"]["multiple"] % 3 == 0
+
+
+def test_fit_on_the_cells_of_another_sweep(tmp_path, capsys):
+    # Two synthetic sweeps: B has only the depth-2 and depth-4 cells of A's three depths;
+    # `fit --cells-of B` on A keeps exactly A's records in those cells.
+    from depthwidth.fits.synthetic import write_synthetic
+    from depthwidth.fits.table import load_table
+
+    write_synthetic(tmp_path / "A", depths=(2, 4, 8), n_seeds=2, per_decade=3)
+    write_synthetic(tmp_path / "B", depths=(2, 4), n_seeds=1, per_decade=3, seed=1)
+    a, b = load_table(tmp_path / "A"), load_table(tmp_path / "B")
+    cells = lambda t: {(int(L), int(d)) for L, d in zip(t.cells["n_layer"], t.cells["d_model"])}  # noqa: E731
+    both = load_table(tmp_path / "A", cells_of=tmp_path / "B")
+    assert cells(both) == cells(a) & cells(b) and cells(both) < cells(a)
+    assert len(both.runs) == 2 * len(cells(both)) and both.unfinished == []
+    assert main(["fit", "--results", str(tmp_path / "A"), "--cells-of", str(tmp_path / "B"),
+                 "--bootstrap", "50", "--out", str(tmp_path / "f.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"only the cells that {tmp_path / 'B'} also has" in out
+    assert json.loads((tmp_path / "f.json").read_text())["table"]["n_cells"] == len(cells(both))
