@@ -288,3 +288,5 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"config file not found: {p}") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"malformed TOML in {p}: {e}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"malformed TOML in {p}: not UTF-8 text") from None

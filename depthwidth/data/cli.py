@@ -15,8 +15,7 @@ MISMATCH = "CHECKSUM MISMATCH"  # the status of a known corpus file whose sha256
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="prepare and inspect tokenised corpora")
-    dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    dsub = p.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
     pp = dsub.add_parser(
         "prepare", help="tokenise a corpus into train/val/test uint16 files",

@@ -10,6 +10,7 @@ command by the pipeline, the layer above both experiments and fits.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -199,6 +200,9 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if i >= n:
         raise UserError(f"--worker must be in 0..{n - 1} with --num-workers {n}, got {i}")
     stale = _float(args.stale_after, "--stale-after")
+    if args.results and os.path.exists(args.results) and not os.path.isdir(args.results):
+        # Else the sweep announces its runs and fails on the first claim file, in two lines.
+        raise UserError(f"--results {args.results} exists and is not a directory")
     # What a child worker process needs to run the same sweep (--jobs).
     child = ["--preset", args.preset, "--stale-after", args.stale_after]
     child += [x for o in args.overrides for x in ("--set", o)]

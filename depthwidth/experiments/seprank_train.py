@@ -339,6 +339,8 @@ def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "aus
 
     from depthwidth.records import write_json_atomic
 
+    if Path(out).exists() and not Path(out).is_dir():  # before the table's training runs, not after
+        raise UserError(f"--out {out} exists and is not a directory")
     rows = table(steps=steps, seed=seed, corpus=corpus, data_dir=data_dir, max_templates=max_templates,
                  progress=progress)
     spec = TrainSpec(1, 2)

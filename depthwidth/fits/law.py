@@ -213,6 +213,8 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
     Raises UserError for an unknown name (a spec that is neither a built-in nor an existing
     file) or a malformed fit file.
     """
+    if cov_kind not in COV_KINDS:  # also for a built-in law, which has no covariance to choose
+        raise UserError(f"--cov must be one of {', '.join(COV_KINDS)}, got {cov_kind!r}")
     if spec in BUILTIN_LAWS:
         return BUILTIN_LAWS[spec]()
     p = Path(spec)

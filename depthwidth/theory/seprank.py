@@ -70,6 +70,9 @@ MAX_GRID = 2_000_000  # evaluations (M^N) refused above this: minutes of exact i
 # ... and M^N * 3^L (the entries are degree-3^L polynomials, so their size grows like 3^L):
 # measured ~18 s at L=3, M=204, N=2 (1.1M); 2e7 keeps one measurement within minutes.
 MAX_WORK = 20_000_000
+# Weights (4 d_x^2 per layer) refused above this: d_x = 500 at one layer is already far past any
+# exact rank we can compute, and --width 100000 asked numpy for 75 GiB before failing.
+MAX_WEIGHTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, re
         raise UserError(f"need layers, width, heads >= 1; got {n_layer}, {d_model}, {n_head}")
     if d_model % n_head:
         raise UserError(f"--heads {n_head} must divide --width {d_model}")
+    if 4 * n_layer * d_model**2 > MAX_WEIGHTS:
+        raise UserError(f"{n_layer} layer(s) of width {d_model} have {4 * n_layer * d_model**2:,} weights "
+                        f"(> {MAX_WEIGHTS:,}); use a smaller width or fewer layers")
     R = WEIGHT_RANGE if weight_range is None else int(weight_range)
     if R < 1:
         raise UserError(f"weight range must be >= 1, got {R}")
@@ -156,10 +162,14 @@ def balanced_partition(n_positions: int, which: int = 0) -> tuple[tuple[int, ...
     combinations of the other positions). Raises UserError for odd N or an index out of range."""
     if n_positions < 2 or n_positions % 2:
         raise UserError(f"--positions must be even and >= 2, got {n_positions}")
-    rest = list(itertools.combinations(range(1, n_positions), n_positions // 2 - 1))
-    if not 0 <= which < len(rest):
-        raise UserError(f"partition index must be in 0..{len(rest) - 1}")
-    P = (0, *rest[which])
+    if 2**n_positions > MAX_GRID:  # two templates already exceed the grid: refused before counting partitions
+        raise UserError(f"--positions {n_positions}: even 2 templates give 2^{n_positions} evaluations "
+                        f"(> {MAX_GRID:,}); use fewer positions")
+    # Counted, not listed: C(N-1, N/2-1) partitions exhaust memory long before N = 100.
+    n = math.comb(n_positions - 1, n_positions // 2 - 1)
+    if not 0 <= which < n:
+        raise UserError(f"partition index must be in 0..{n - 1}")
+    P = (0, *next(itertools.islice(itertools.combinations(range(1, n_positions), n_positions // 2 - 1), which, None)))
     return P, tuple(i for i in range(n_positions) if i not in P)
 
 
@@ -388,6 +398,8 @@ def write_table(out: str, *, seed: int = 0, max_templates: int = 128, progress=N
     import os
     import tempfile
 
+    if os.path.exists(out) and not os.path.isdir(out):  # before minutes of measuring, not after
+        raise UserError(f"--out {out} exists and is not a directory")
     rows = table(seed=seed, max_templates=max_templates, progress=progress)
     doc = {"what": "exact grid-tensor rank of the analysed self-attention network (theory.seprank)",
            "method": f"integer weights uniform in [-{WEIGHT_RANGE},{WEIGHT_RANGE}], integer templates in "

@@ -1,0 +1,91 @@
+"""Bad input to any subcommand is one line on stderr, ``depthwidth: error: ...``, exit 2, and
+leaves no file behind (README "Commands"; issue 10's audit of every subcommand)."""
+
+from __future__ import annotations
+
+import pytest
+
+from depthwidth.cli import main
+
+# Each case runs in an empty directory holding these fixtures.
+_FILES = {"afile": b"hello\n", "bad.toml": b"[model\nn_layer = 2\n", "bin.toml": b"\xff\xfe\x00garbage",
+          "bad.json": b"{", "arr.json": b"[1, 2]"}
+
+# Cases that failed the contract before issue 10's audit (traceback, help instead of an error,
+# silent acceptance, minutes of work before the error, or two lines).
+FIXED = [
+    (["data"], "required: ACTION"),
+    (["train", "--out", "x", "--config", "bin.toml"], "not UTF-8"),
+    (["presets", "bin.toml"], "not UTF-8"),
+    (["query", "--params", "1B", "--cov", "foo"], "--cov must be one of"),
+    (["theory", "seprank", "--table", "--out", "afile"], "not a directory"),
+    (["seprank-trained", "--table", "--out", "afile", "--steps", "1"], "not a directory"),
+    (["theory", "seprank", "--layers", "1", "--width", "100000"], "weights"),
+    (["theory", "seprank", "--layers", "1", "--width", "4", "--positions", "100000"], "fewer positions"),
+    (["sweep", "--preset", "smoke", "--results", "afile"], "not a directory"),
+    (["reproduce", "--preset", "smoke", "--results", "afile"], "not a directory"),
+]
+
+# Cases that already held: the contract for every subcommand.
+HELD = [
+    (["nope"], "invalid choice"),
+    (["theory"], "required: THEORY_COMMAND"),
+    (["theory", "threshold", "--width", "abc"], "cannot parse --width"),
+    (["theory", "threshold", "--layers", "1e6"], "1..500"),
+    (["theory", "params", "--layers", "2", "--width", "64", "--heads", "3"], "not divisible"),
+    (["theory", "shapes", "--budget", "1M", "--depths", ","], "--depths is empty"),
+    (["theory", "shapes", "--budget", "1M", "--depths", "2", "--count", "foo"], "invalid choice"),
+    (["theory", "flops", "--layers", "2", "--width", "64", "--context", "0"], "--context must be >= 1"),
+    (["theory", "bounds", "--layers", "2", "--width", "64", "--heads", "2", "--match-depths", "100000"], "1..500"),
+    (["theory", "mlp", "--in", "0", "--hidden", "2", "--out", "1"], "--in must be >= 1"),
+    (["theory", "sawtooth", "--depth", "100000"], "<= 10000"),
+    (["theory", "seprank", "--layers", "1", "--width", "4", "--positions", "3"], "even"),
+    (["theory", "seprank", "--layers", "50", "--width", "4"], "hours of exact arithmetic"),
+    (["data", "prepare", "--corpus", "nosuch", "--out", "x"], "unknown corpus 'nosuch'"),
+    (["data", "prepare", "--text", "missing.txt", "--out", "x"], "not found"),
+    (["data", "prepare", "--text", "afile", "--out", "afile"], "not a directory"),
+    (["data", "prepare", "--text", "afile", "--out", "x", "--split", "0.5,0.5"], "three positive fractions"),
+    (["data", "info", "nosuch"], "not found"),
+    (["train", "--out", "x", "--set", "nope.x=1"], "unknown config section 'nope'"),
+    (["train", "--out", "x", "--set", "model.nope=1"], "unknown config field ModelConfig.nope"),
+    (["train", "--out", "x", "--set", "model.n_layer=abc"], "must be an integer"),
+    (["train", "--out", "x", "--set", "model.n_layer"], "section.field=value"),
+    (["train", "--out", "x", "--config", "bad.toml"], "malformed TOML"),
+    (["train", "--out", "x", "--config", "missing.toml"], "config file not found"),
+    (["train", "--out", "x", "--preset", "nosuch"], "unknown preset 'nosuch'"),
+    (["train", "--out", "x", "--devices", "0"], "--devices must be >= 1"),
+    (["bench"], "required: WHAT"),
+    (["bench", "train", "--mesh", "axb"], "--mesh"),
+    (["bench", "train", "--heads", "3"], "divisible by model.n_head"),
+    (["fit", "--results", "missing"], "results directory not found"),
+    (["fit", "--results", ".", "--pairs", "foo"], "--pairs must be one of"),
+    (["fit", "--results", ".", "--resample", "foo"], "--resample must be one of"),
+    (["lrscan", "--results", "missing"], "results directory not found"),
+    (["lrscan", "--results", ".", "--rule-power", "nan"], "positive number"),
+    (["query", "--params", "1B", "--fit", "bad.json"], "cannot read fit file"),
+    (["query", "--params", "1B", "--fit", "arr.json"], "not a depthwidth fit file"),
+    (["presets", "nosuch"], "unknown preset 'nosuch'"),
+    (["presets", "bad.toml"], "malformed TOML"),
+    (["sweep", "--preset", "smoke", "--results", "r", "--worker", "3", "--num-workers", "2"], "--worker"),
+    (["sweep", "--preset", "smoke", "--results", "r", "--set", "train.steps=0"], "train.steps must be >= 1"),
+    (["sweep", "--preset", "smoke", "--results", "r", "--stale-after", "-1"], "--stale-after"),
+    (["seprank-trained"], "needs --layers and --width"),
+    (["seprank-trained", "--layers", "1", "--width", "4", "--corpus", "nosuch"], "unknown corpus"),
+    (["reproduce", "--preset", "nosuch"], "unknown preset"),
+    (["reproduce", "--preset", "smoke", "--results", "r", "--bootstrap", "1"], "--bootstrap must be >= 2"),
+    (["figs", "--results", "missing", "--out", "o"], "results directory not found"),
+    (["figs", "--results", ".", "--out", "o"], "no usable runs"),
+    (["seprank-fig", "--table", "missing.json"], "cannot read the separation-rank table"),
+    (["seprank-fig", "--table", "arr.json"], "not a separation-rank table"),
+]
+
+
+@pytest.mark.parametrize("argv, message", FIXED + HELD, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, capsys, argv, message):
+    for name, data in _FILES.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("depthwidth: error:") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(_FILES)
