@@ -137,15 +137,29 @@ def refined_runs_done(preset, table) -> int:
 
 
 def unfinished_cells(preset, table) -> list[tuple[int, int]]:
-    """(L, d) cells of the table for which some seed of ``preset`` has no record at all, sorted.
+    """(L, d) cells of ``preset`` for which some seed has no record at all, sorted: cells of the
+    table missing a seed, and cells whose runs were started (a run directory without a record,
+    e.g. the partner cell of an interrupted round that no seed of finished yet).
 
     A seed whose run has a record of any status (diverged included) counts as done, so a round
     never waits for a run the runner would skip."""
+    import json
+    from pathlib import Path
+
     from depthwidth.data.prepare import pin_corpus
 
     recorded = set(table.runs["run_id"])
-    cells = sorted({(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])})
-    return [c for c in cells if any(pin_corpus(r).run_id() not in recorded for r in cell_configs(preset, [c]))]
+    cells = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
+    for rid in table.unfinished:
+        try:
+            m = json.loads((Path(table.results) / "runs" / rid / "config.json").read_text())["config"]["model"]
+            cell = (int(m["n_layer"]), int(m["d_model"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a run this module can read: the runner reports it
+        if rid in {pin_corpus(r).run_id() for r in cell_configs(preset, [cell])}:  # this preset's run
+            cells.add(cell)
+    return [c for c in sorted(cells)
+            if any(pin_corpus(r).run_id() not in recorded for r in cell_configs(preset, [c]))]
 
 
 def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, Any]], list[RunConfig]]:

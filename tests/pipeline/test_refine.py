@@ -164,11 +164,20 @@ def test_an_interrupted_round_first_finishes_its_cells_before_proposing_new_ones
     # a refined cell with only seed 0 of the preset's seeds (0, 1): the round was killed after it
     half = cell_configs(preset, [(2, 18)])
     _record_for(results, half[0])
-    assert unfinished_cells(preset, load_table(results)) == [(2, 18)]
+    # ... and its partner at equal N was started (a run directory, no record yet)
+    partner = cell_configs(preset, [(1, 26)])
+    from depthwidth.records import run_dir, write_json_atomic
+
+    write_json_atomic(run_dir(results, partner[0].run_id()) / "config.json",
+                      {"run_id": partner[0].run_id(), "config": partner[0].to_dict()})
+    assert unfinished_cells(preset, load_table(results)) == [(1, 26), (2, 18)]
     props, runs = plan_round(preset, str(results), preset.refine)
-    assert props == [{"status": "unfinished", "cells": [(2, 18)]}]
-    assert [r.run_id() for r in runs] == [half[1].run_id()]  # only the missing seed, whatever the budget
-    assert describe(props) == ["finish the seeds of L2 d18 (an interrupted round)"]
+    assert props == [{"status": "unfinished", "cells": [(1, 26), (2, 18)]}]
+    # only the missing runs, whatever the budget
+    assert sorted(r.run_id() for r in runs) == sorted([partner[0].run_id(), partner[1].run_id(), half[1].run_id()])
+    assert describe(props) == ["finish the seeds of L1 d26, L2 d18 (an interrupted round)"]
+    for r in partner:
+        _record_for(results, r)
     # a missing seed whose run diverged has a record: the cell is done, the round proposes sizes again
     _record_for(results, half[1], status="diverged")
     assert unfinished_cells(preset, load_table(results)) == []
