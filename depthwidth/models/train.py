@@ -86,7 +86,8 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     hostcpu.require_fixed_threads()
     engine = build_engine(rcfg, verbose=verbose)
     t = rcfg.train
-    with _checkpoints(rdir, t) as ckpt:
+    # a full disk in any write of the run (checkpoint, log, record) is one line: StorageFull
+    with _out_of_space_is_one_line(rdir), _checkpoints(rdir, t) as ckpt:
         state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
@@ -199,6 +200,8 @@ def _out_of_space_is_one_line(rdir: Path):
     space back. Other errors pass through unchanged."""
     try:
         yield
+    except StorageFull:
+        raise
     except Exception as e:
         if not _out_of_space(e):
             raise
