@@ -50,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk, not the input: exit 1 (errors.StorageFull)
 
 
+def _interrupted(e: BaseException) -> bool:
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -79,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print("depthwidth: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
+        if _interrupted(e):  # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
+            print("depthwidth: interrupted", file=sys.stderr)
+            return 130
         # Out of device/host memory at run time: one line with advice, not an XLA traceback.
         if type(e).__name__ == "JaxRuntimeError" and "RESOURCE_EXHAUSTED" in str(e):
             print("depthwidth: error: out of memory while running the step; use a smaller batch or "

@@ -242,6 +242,8 @@ def _fit(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
+    if args.cells_of and not args.out:
+        raise UserError("--cells-of needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
     table = load_table(args.results, cells_of=args.cells_of)
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"

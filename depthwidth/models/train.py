@@ -88,7 +88,8 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     t = rcfg.train
     # a full disk in any write of the run (checkpoint, log, record) is one line: StorageFull
     with _out_of_space_is_one_line(rdir), _checkpoints(rdir, t) as ckpt:
-        state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
+        with interrupts.deferred():  # orbax's first import and restore: a Ctrl-C there broke the import
+            state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
         with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main,
@@ -146,12 +147,13 @@ def _open_data(cfg: RunConfig, rdir: Path, data_dir: str | Path | None, main: bo
 @contextlib.contextmanager
 def _checkpoints(rdir: Path, t):
     """The run's orbax CheckpointManager (latest ``keep_ckpts`` kept, synchronous), closed on exit."""
-    import orbax.checkpoint as ocp
+    with interrupts.deferred():  # a Ctrl-C inside orbax's first import left it half-initialised
+        import orbax.checkpoint as ocp
 
-    ckpt = ocp.CheckpointManager(
-        (rdir / "ckpt").absolute(),
-        options=ocp.CheckpointManagerOptions(max_to_keep=t.keep_ckpts, save_interval_steps=t.ckpt_every,
-                                             enable_async_checkpointing=False, create=True))
+        ckpt = ocp.CheckpointManager(
+            (rdir / "ckpt").absolute(),
+            options=ocp.CheckpointManagerOptions(max_to_keep=t.keep_ckpts, save_interval_steps=t.ckpt_every,
+                                                 enable_async_checkpointing=False, create=True))
     try:
         yield ckpt
     except BaseException:
@@ -205,6 +207,9 @@ def _out_of_space_is_one_line(rdir: Path):
     except Exception as e:
         if not _out_of_space(e):
             raise
+        # orbax's worker threads may still log their copy of the failure while we unwind: the
+        # one line below is the report, so absl stays muted for the rest of this process
+        logging.getLogger("absl").setLevel(logging.CRITICAL)
         for tmp in (rdir / "ckpt").glob("*.orbax-checkpoint-tmp*"):
             shutil.rmtree(tmp, ignore_errors=True)
         raise StorageFull(f"out of disk space writing {rdir} ({type(e).__name__}); free some space and rerun: "

@@ -91,6 +91,8 @@ def test_query_vocab_subtracts_embedding(capsys):
     (["query", "--params", "1e300"], "far outside"),  # was answered with 6,032 layers and 150-digit widths
     (["fit", "--results", "/nonexistent/results"], "results directory not found"),
     (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
+    # would overwrite RESULTS/fit.json (the fit of all records) with a matched-cell fit
+    (["fit", "--results", ".", "--cells-of", "."], "--cells-of needs --out"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(argv) == 2

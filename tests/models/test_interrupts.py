@@ -96,7 +96,9 @@ def test_a_full_disk_is_one_line_exit_1_and_the_run_resumes_exactly(tmp_path, en
     assert done.returncode == 0, done.stderr[-2000:]
     err1 = (tmp_path / "err1").read_text()
     assert (tmp_path / "rc1").read_text().strip() == "1", err1[-2000:]
-    (line,) = _errors(err1)
+    lines = _errors(err1)
+    assert len(lines) == 1, err1[-3000:]
+    (line,) = lines
     assert line.startswith("depthwidth: error: out of disk space writing ") and "resumes" in line
     assert "Traceback" not in err1 and "ERROR:absl" not in err1
     assert (tmp_path / "rc2").read_text().strip() == "0", (tmp_path / "err2").read_text()[-2000:]
@@ -119,3 +121,20 @@ def test_deferred_holds_a_signal_until_the_block_ends():
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
     with interrupts.deferred():  # nothing held: nothing raised
         pass
+
+
+def test_a_ctrl_c_that_a_library_re_raised_wrapped_is_still_interrupted(monkeypatch, capsys):
+    # A SIGINT inside orbax's first import came back as RuntimeError("Error calling __set_name__
+    # ...") caused by KeyboardInterrupt: a traceback and exit 1 (fresh-user finding).
+    from depthwidth import cli
+    from depthwidth.fits import cli as fits_cli
+
+    def wrapped(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from e
+
+    monkeypatch.setattr(fits_cli, "_fit", wrapped)
+    assert cli.main(["fit", "--results", "."]) == 130
+    assert capsys.readouterr().err == "depthwidth: interrupted\n"

@@ -54,7 +54,13 @@ def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
     assert len([f for f in figs if f.endswith(".png")]) == 4 and len([f for f in figs if f.endswith(".pdf")]) == 4
     assert sorted(c["figures"]) == sorted(str(p.relative_to(tmp_path)) for p in (results / "figures").iterdir())
     on_disk = json.loads((results / "summary.json").read_text())
-    assert on_disk["corpora"] == s["corpora"]
+    # stored with paths relative to summary.json's folder (records.relative_to), the rest as returned
+    paths = ("results", "fit_path", "figures", "table")
+    stored, returned = on_disk["corpora"]["tinyshakespeare"], s["corpora"]["tinyshakespeare"]
+    assert {k: v for k, v in stored.items() if k not in paths} == {k: v for k, v in returned.items() if k not in paths}
+    assert (stored["results"], stored["fit_path"]) == (".", "fit.json")
+    assert sorted(stored["figures"]) == sorted(f"figures/{n}" for n in figs)
+    assert stored["table"] == {**returned["table"], "results": "."}
     md = (results / "summary.md").read_text()
     assert "| (1, 2) |" in md and "![fig1" in md and "5.039" in md
 
