@@ -126,6 +126,8 @@ def _notes(law, results: list[dict[str, Any]]) -> list[str]:
         notes.append(f"note: {law.ci_note}")
     elif "(cov: " in law.source:  # a fit file's law: say which covariance the intervals used
         notes.append("intervals: " + law.source[law.source.index("(cov: ") + 1:-1].replace("cov:", "covariance"))
+        # an interval shown as "-" although the law has a covariance: say why (it was only in --json)
+        notes += sorted({f"note: {r['ci_note']}" for r in results if r.get("ci") and r.get("ci_note")})
     if any(r.get("extrapolated") for r in results) and law.depth_range:
         lo, hi = law.depth_range
         notes.append(f"* extrapolated: depth outside the law's data range {lo:.3g}-{hi:.3g} layers")

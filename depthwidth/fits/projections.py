@@ -290,7 +290,8 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         ci["optimal_width"], _ = _interval(ds, level)
         out["ci"], out["ci_note"] = ci, None
         if ci["optimal_depth"] is None:
-            out["ci_note"] = "fewer solvable samples than the confidence level (slope b <= 0 is likely)"
+            out["ci_note"] = (f"no {level:.0%} interval: only {ci['valid_fraction']:.1%} of the (a, b) samples have a "
+                              "solution (slope b <= 0 is likely)")
     return out
 
 

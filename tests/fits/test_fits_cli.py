@@ -235,3 +235,18 @@ def test_fit_on_the_cells_of_another_sweep(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"only the cells that {tmp_path / 'B'} also has" in out
     assert json.loads((tmp_path / "f.json").read_text())["table"]["n_cells"] == len(cells(both))
+
+
+def test_a_missing_interval_says_why_in_the_text(tmp_path, capsys):
+    # b = 0.02 ± 0.05: many samples have b <= 0 (no optimum), fewer usable than 95%: the columns
+    # show "-" and the text now says why (it was only in --json).
+    law = {"a": 4.0, "b": 0.02, "cov": [[0.01, 0.0], [0.0, 0.0025]], "cov_scaled": None, "chi2_red": None,
+           "dof": 0, "depth_range": [1.0, 6.0]}
+    f = tmp_path / "flat.json"
+    f.write_text(json.dumps({"format": "depthwidth-fit", "version": 1, "status": "ok", "law": law}))
+    q = query_json(capsys, "--params", "100K", "--fit", str(f))
+    frac = q["ci"]["valid_fraction"]
+    assert q["ci"]["optimal_depth"] is None and 0 < frac < 0.95
+    assert main(["query", "--params", "100K", "--fit", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert f"note: no 95% interval: only {frac:.1%} of the (a, b) samples have a solution" in out
