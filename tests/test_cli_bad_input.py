@@ -23,6 +23,7 @@ FIXED = [
     (["theory", "seprank", "--layers", "1", "--width", "100000"], "weights"),
     (["theory", "seprank", "--layers", "1", "--width", "4", "--positions", "100000"], "fewer positions"),
     (["sweep", "--preset", "smoke", "--results", "afile"], "not a directory"),
+    (["train", "--preset", "smoke", "--out", "afile"], "--out afile exists and is not a directory"),
     (["reproduce", "--preset", "smoke", "--results", "afile"], "not a directory"),
 ]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from depthwidth.console import add_json_flag, emit
@@ -330,6 +331,8 @@ def _base_config(args):
 
 def _train(args) -> int:
     cfg = _base_config(args)
+    if Path(args.out).exists() and not Path(args.out).is_dir():  # as sweep --results: before any work
+        raise UserError(f"--out {args.out} exists and is not a directory")
     if args.distributed:
         import jax
 
