@@ -207,9 +207,11 @@ def _out_of_space_is_one_line(rdir: Path):
     except Exception as e:
         if not _out_of_space(e):
             raise
-        # orbax's worker threads may still log their copy of the failure while we unwind: the
-        # one line below is the report, so absl stays muted for the rest of this process
-        logging.getLogger("absl").setLevel(logging.CRITICAL)
+        # orbax's worker threads (absl) and its unretrieved futures (asyncio, when they are
+        # garbage-collected, even at exit) still log their copies of the failure after we unwind:
+        # the one line below is the report, so both stay muted for the rest of this process
+        for name in ("absl", "asyncio"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         for tmp in (rdir / "ckpt").glob("*.orbax-checkpoint-tmp*"):
             shutil.rmtree(tmp, ignore_errors=True)
         raise StorageFull(f"out of disk space writing {rdir} ({type(e).__name__}); free some space and rerun: "
