@@ -10,11 +10,10 @@ module, so imports keep pointing down (ARCHITECTURE.md).
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import sys
 
-from depthwidth.errors import UserError
+from depthwidth.errors import NO_SPACE_ERRNOS, UserError, chain
 
 # (module, its register function) that contribute subcommands, in help order.
 _COMMANDS = (
@@ -47,19 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk, not the input: exit 1 (errors.StorageFull)
-
-
-def _interrupted(e: BaseException) -> bool:
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -84,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:  # a path that cannot be read or written (--out, --results, ...)
         print(f"depthwidth: error: {e}", file=sys.stderr)
-        return 1 if e.errno in _NO_SPACE else 2
+        return 1 if e.errno in NO_SPACE_ERRNOS else 2  # the disk, not the input (errors.StorageFull)
     except KeyboardInterrupt:
         print("depthwidth: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
-        if _interrupted(e):  # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
+        if any(isinstance(x, KeyboardInterrupt) for x in chain(e)):  # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
             print("depthwidth: interrupted", file=sys.stderr)
             return 130
         # Out of device/host memory at run time: one line with advice, not an XLA traceback.

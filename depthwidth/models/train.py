@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
-import errno
 import json
 import logging
 import math
@@ -42,7 +41,7 @@ from depthwidth import hostcpu, interrupts, records
 from depthwidth.config import MeshConfig, RunConfig, from_dict
 from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
-from depthwidth.errors import StorageFull, UserError
+from depthwidth.errors import NO_SPACE_ERRNOS, StorageFull, UserError, chain
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
 from depthwidth.models.engine import (
@@ -165,21 +164,11 @@ def _checkpoints(rdir: Path, t):
     ckpt.close()
 
 
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
 def _out_of_space(e: BaseException) -> bool:
     """Whether ``e`` (or an exception it came from) is a write that failed for lack of space:
     an OSError ENOSPC/EDQUOT/EFBIG, or tensorstore's RESOURCE_EXHAUSTED on writing a file."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        text = str(e)
-        if (isinstance(e, OSError) and e.errno in _NO_SPACE) or "No space left" in text \
-                or ("RESOURCE_EXHAUSTED" in text and "writing" in text.lower()):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+    return any((isinstance(x, OSError) and x.errno in NO_SPACE_ERRNOS) or "No space left" in str(x)
+               or ("RESOURCE_EXHAUSTED" in str(x) and "writing" in str(x).lower()) for x in chain(e))
 
 
 @contextlib.contextmanager
@@ -202,8 +191,6 @@ def _out_of_space_is_one_line(rdir: Path):
     space back. Other errors pass through unchanged."""
     try:
         yield
-    except StorageFull:
-        raise
     except Exception as e:
         if not _out_of_space(e):
             raise
@@ -222,8 +209,7 @@ def _save_checkpoint(ckpt, step: int, state) -> None:
     """Save ``state`` at ``step``; a kill signal waits for the save to complete (interrupts.deferred)."""
     import orbax.checkpoint as ocp
 
-    rdir = Path(str(ckpt.directory)).parent
-    with interrupts.deferred(), _out_of_space_is_one_line(rdir), _orbax_quiet():
+    with interrupts.deferred(), _orbax_quiet():  # a full disk: _train_run's _out_of_space_is_one_line
         ckpt.save(step, args=ocp.args.StandardSave(state), force=True)
 
 

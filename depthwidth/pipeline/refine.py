@@ -158,8 +158,14 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
             continue  # not a run this module can read: the runner reports it
         if rid in {pin_corpus(r).run_id() for r in cell_configs(preset, [cell])}:  # this preset's run
             cells.add(cell)
-    return [c for c in sorted(cells)
-            if any(pin_corpus(r).run_id() not in recorded for r in cell_configs(preset, [c]))]
+    return [c for c in sorted(cells) if _missing_runs(preset, [c], recorded)]
+
+
+def _missing_runs(preset, cells: list[tuple[int, int]], recorded: set[str]) -> list[RunConfig]:
+    """The runs of ``cells`` (every seed of ``preset``) whose run id has no record."""
+    from depthwidth.data.prepare import pin_corpus
+
+    return [r for r in cell_configs(preset, cells) if pin_corpus(r).run_id() not in recorded]
 
 
 def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, Any]], list[RunConfig]]:
@@ -168,11 +174,7 @@ def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, A
     table = load_table(results)
     todo = unfinished_cells(preset, table)
     if todo:
-        from depthwidth.data.prepare import pin_corpus
-
-        recorded = set(table.runs["run_id"])
-        return ([{"status": "unfinished", "cells": todo}],
-                [r for r in cell_configs(preset, todo) if pin_corpus(r).run_id() not in recorded])
+        return [{"status": "unfinished", "cells": todo}], _missing_runs(preset, todo, set(table.runs["run_id"]))
     props = proposals(table, spec, preset.base.model.n_head)
     left = spec.max_runs - refined_runs_done(preset, table)
     runs: list[RunConfig] = []
