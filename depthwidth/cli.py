@@ -24,6 +24,7 @@ _COMMANDS = (
     ("depthwidth.fits.cli", "register"),
     ("depthwidth.experiments.cli", "register"),
     ("depthwidth.pipeline.cli", "register"),
+    ("depthwidth.pipeline.exp", "register"),
     ("depthwidth.paper_figs.cli", "register"),
 )
 

@@ -312,3 +312,9 @@ def iter_records(results: str | Path) -> list[dict[str, Any]]:
     if not root.is_dir():
         raise UserError(f"results directory not found: {root}")
     return [read_record(p) for p in sorted(root.glob("runs/*/record.json"))]
+
+
+def records_of_kind(results: str | Path, kind: str) -> list[dict[str, Any]]:
+    """The records of one kind under ``results``, sorted by run id (none: an empty list; a
+    missing directory: UserError, as :func:`iter_records`)."""
+    return [r for r in iter_records(results) if kind_of(r) == kind]

@@ -441,6 +441,12 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         extra=extra)
 
 
+def provenance() -> dict[str, Any]:
+    """``git_rev``, ``versions`` and ``host`` as a training record stores them, for the records of
+    other experiment kinds (:mod:`depthwidth.experiments.kinds`)."""
+    return {"git_rev": _git_rev(), "versions": _versions(), "host": hostcpu.host_info()}
+
+
 def _git_rev() -> str | None:
     """HEAD of the source checkout this package runs from, or None (a pip install: the
     record's ``versions["depthwidth"]`` names the code then)."""

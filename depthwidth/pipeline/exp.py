@@ -1,0 +1,56 @@
+"""``depthwidth exp NAME``: the seed experiments, each measure → store records → draw its figure.
+
+One module per experiment, ``depthwidth.pipeline.exp_<name>``, with
+
+* ``HELP`` (one line) and ``DESCRIPTION`` (the prediction it tests, where it comes from);
+* ``add_args(parser)``: its own flags (the shared ones below are already there);
+* ``run(args) -> int``: do the missing units of work (records of kind ``<name>``,
+  :mod:`depthwidth.experiments.kinds`, or ordinary training records), then draw the figure
+  from the *stored* records and print the result (text, or ``--json``).
+
+They sit in ``pipeline/`` because each one both measures (``experiments``/``models``) and draws
+(``paper_figs``) — ARCHITECTURE.md's rule for orchestration. Nothing heavy at module level.
+
+Shared flags: ``--results DIR`` (default ``results/exp-<name>``; records accumulate there and a
+rerun skips finished units), ``--out DIR`` (figures; default ``RESULTS/figures``),
+``--no-figure``, ``--no-progress``, ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from depthwidth.console import add_json_flag
+
+# (name, module) in help order; each module is described in the docstring above.
+EXPERIMENTS: tuple[tuple[str, str], ...] = (
+)
+
+
+def default_results(name: str) -> str:
+    return f"results/exp-{name}"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("exp", help="the seed experiments: latency, triple, layerdrop, sawtooth, band",
+                       description="Run one seed experiment (README, 'The seed experiments'): its records go "
+                                   "to --results (a rerun skips finished work), its figure to --out.")
+    esub = e.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(e))
+    for name, module in EXPERIMENTS:
+        mod = importlib.import_module(module)
+        p = esub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
+        p.add_argument("--results", metavar="DIR", default=default_results(name),
+                       help=f"results directory (default {default_results(name)})")
+        p.add_argument("--out", metavar="DIR", help="where the figure goes (default RESULTS/figures)")
+        p.add_argument("--no-figure", action="store_true", help="store the records only")
+        p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+        add_json_flag(p)
+        mod.add_args(p)
+        p.set_defaults(func=mod.run)
+    e.set_defaults(func=lambda args: _no_name(e))
+
+
+def _no_name(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
