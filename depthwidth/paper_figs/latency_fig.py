@@ -29,7 +29,7 @@ def latency_vs_depth(groups: list[dict[str, Any]]) -> tuple[Any, str]:
 
     fig, (ax_t, ax_f) = plt.subplots(1, 2, figsize=(WIDTH_IN * 1.25, HEIGHT_IN * 0.85))
     colors = [COLORS["fit"], COLORS["levine2020"], COLORS["theory"], COLORS["neutral"]]
-    for g, col in zip(groups, colors):
+    for i, (g, col) in enumerate(zip(groups, colors)):
         rs = sorted(g["rows"], key=lambda r: r["n_layer"])
         L = [r["n_layer"] for r in rs]
         secs = [r["seconds"] for r in rs]
@@ -45,7 +45,7 @@ def latency_vs_depth(groups: list[dict[str, Any]]) -> tuple[Any, str]:
             ax_t.annotate(f"{r['n_layer']}×{r['d_model']}", (r["n_layer"], r["seconds"]), textcoords="offset points",
                           xytext=(4, -10), fontsize=7, color=col)
             ax_f.annotate(f"attn {100 * r['attention_share']:.0f}%", (r["n_layer"], r["flops_per_s"] / 1e9),
-                          textcoords="offset points", xytext=(4, 4), fontsize=7, color=col)
+                          textcoords="offset points", xytext=(4, 4 - 14 * i), fontsize=7, color=col)
     depths = sorted({r["n_layer"] for g in groups for r in g["rows"]})
     for ax in (ax_t, ax_f):
         ax.set_xscale("log")
@@ -56,7 +56,7 @@ def latency_vs_depth(groups: list[dict[str, Any]]) -> tuple[Any, str]:
     ax_t.set_ylim(bottom=0)
     ax_f.set_ylabel("achieved GFLOP/s (forward)")
     ax_f.set_ylim(bottom=0)
-    ax_t.legend(fontsize=7, loc="upper left")
+    ax_t.legend(fontsize=7, loc="lower right")
     r0, g0 = groups[0]["rows"][0], groups[0]
     threads = f", {g0['threads']} thread{'s' if g0['threads'] != 1 else ''}" if str(g0["device"]).startswith("cpu") else ""
     fig.suptitle(f"Forward latency at equal weights: T = {r0['seq_len']}, B = {r0['batch']}, {g0['dtype']}, "

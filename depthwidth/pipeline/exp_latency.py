@@ -4,7 +4,8 @@ Steps: check the flags (bad input: one line, exit 2, before jax starts); fix the
 thread count (:func:`depthwidth.experiments.latency.select_threads`); time every unit without a
 record (:func:`~depthwidth.experiments.latency.measure`: one record per shape, and per shape
 with the head when ``--with-head``); read the stored records of the requested units back, fit
-the latency model (:mod:`depthwidth.fits.latency`, stored as ``RESULTS/latency_model.json``),
+the latency model (:mod:`depthwidth.fits.latency`; ``RESULTS/latency_model.json`` holds the model
+of every group of stored records, one group per device, threads, dtype and head/no head),
 draw the figure (:mod:`depthwidth.paper_figs.latency_fig`) and print the table.
 """
 
@@ -85,10 +86,11 @@ def run(args: argparse.Namespace) -> int:
     specs = _specs(c, args, threads, latency.device_name(threads))
     done = latency.measure(args.results, specs, log=None if args.no_progress else latency.stderr_log)
     ids = {kinds.unit_id(latency.KIND, s.to_dict()) for s in specs}
-    stored = [r for r in records.records_of_kind(args.results, latency.KIND) if r["run_id"] in ids]
-    groups = fit.summarize(fit.latency_rows(stored))
-    model_path = Path(args.results) / MODEL_FILE
-    records.write_json_atomic(model_path, {"formula": fit.FORMULA, "models": [g["model"] for g in groups if g["model"]]})
+    stored = records.records_of_kind(args.results, latency.KIND)
+    groups = fit.summarize(fit.latency_rows([r for r in stored if r["run_id"] in ids]))  # this command's units
+    model_path = Path(args.results) / MODEL_FILE  # every stored group's model, for a later query
+    models = [g["model"] for g in fit.summarize(fit.latency_rows(stored)) if g["model"]]
+    records.write_json_atomic(model_path, {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models})
     figures = [] if args.no_figure else _draw(groups, args.out or str(Path(args.results) / "figures"))
     out = {"results": str(args.results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
            "groups": groups, "model_file": str(model_path), "figures": figures}
