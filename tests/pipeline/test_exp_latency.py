@@ -50,20 +50,23 @@ def _numpy_stack(p, x, L, H):
 
     B, T, d = x.shape
     bl = p["blocks"]
+    def w(*path, i):
+        a = bl
+        for k in path:
+            a = a[k]
+        return np.asarray(a[...], np.float64)[i]
+
     for i in range(L):
-        def w(*path):
-            a = bl
-            for k in path:
-                a = a[k]
-            return np.asarray(a[...], np.float64)[i]
-        h = ln(x, w("ln1", "scale"), w("ln1", "bias")) @ w("attn", "qkv", "kernel") + w("attn", "qkv", "bias")
+        h = ln(x, w("ln1", "scale", i=i), w("ln1", "bias", i=i))
+        h = h @ w("attn", "qkv", "kernel", i=i) + w("attn", "qkv", "bias", i=i)
         q, k, v = (t.reshape(B, T, H, d // H).transpose(0, 2, 1, 3) for t in np.split(h, 3, axis=-1))
         s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // H) + np.triu(np.full((T, T), -np.inf), 1)
         a = np.exp(s - s.max(-1, keepdims=True))
         y = ((a / a.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, T, d)
-        x = x + y @ w("attn", "proj", "kernel") + w("attn", "proj", "bias")
-        h = gelu(ln(x, w("ln2", "scale"), w("ln2", "bias")) @ w("mlp", "fc", "kernel") + w("mlp", "fc", "bias"))
-        x = x + h @ w("mlp", "proj", "kernel") + w("mlp", "proj", "bias")
+        x = x + y @ w("attn", "proj", "kernel", i=i) + w("attn", "proj", "bias", i=i)
+        h = ln(x, w("ln2", "scale", i=i), w("ln2", "bias", i=i))
+        h = gelu(h @ w("mlp", "fc", "kernel", i=i) + w("mlp", "fc", "bias", i=i))
+        x = x + h @ w("mlp", "proj", "kernel", i=i) + w("mlp", "proj", "bias", i=i)
     return ln(x, np.asarray(p["ln_f"]["scale"][...]), np.asarray(p["ln_f"]["bias"][...]))
 
 
