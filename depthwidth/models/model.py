@@ -148,6 +148,16 @@ class LM(nnx.Module):
             dropout_key, k0 = jax.random.split(dropout_key)
             x = _dropout(x, self.cfg.dropout, k0)
             keys = jax.random.split(dropout_key, self.cfg.n_layer)
+        x = self.stack(x, keys)
+        logits = self.wte.attend(x) if self.head is None else self.head(x)
+        return logits.astype(jnp.float32)
+
+    def stack(self, x: jax.Array, keys: jax.Array | None = None) -> jax.Array:
+        """The stack alone: the L blocks and the final LN, (B, T, d) -> (B, T, d) in x's dtype.
+
+        What ``__call__`` runs between the embeddings and the head; on its own it is what
+        ``depthwidth exp latency`` times (no vocabulary work). ``keys``: (L,) dropout keys, or None.
+        """
 
         @nnx.scan(in_axes=(nnx.Carry, 0, 0 if keys is not None else None), out_axes=nnx.Carry,
                   unroll=min(self.cfg.scan_unroll, self.cfg.n_layer),
@@ -155,9 +165,7 @@ class LM(nnx.Module):
         def run_stack(x: jax.Array, block: Block, key: jax.Array | None) -> jax.Array:
             return block(x, key)
 
-        x = self.ln_f(run_stack(x, self.blocks, keys))
-        logits = self.wte.attend(x) if self.head is None else self.head(x)
-        return logits.astype(jnp.float32)
+        return self.ln_f(run_stack(x, self.blocks, keys))
 
 
 def cast_params(params, dtype):
