@@ -53,7 +53,7 @@ def sawtooth_panels(rows: list[dict[str, Any]], jitter: float = 0.08) -> tuple[A
         a.set_xticks(ks)
     ax.set_ylabel("linear pieces on [0, 1] (exact)")
     bx.set_ylabel("sup error max|f − g^k| on [0, 1] (exact)")
-    bx.set_ylim(-0.03, max(1.0, *(max(r["sup_errors"]) for r in rows if r["sup_errors"])) + 0.05)
+    bx.set_ylim(-0.03, max(0.6, *(max(r["sup_errors"]) for r in rows if r["sup_errors"])) + 0.1)
     ax.set_title("Pieces of the trained nets", fontsize=10)
     bx.set_title("Error of the trained nets", fontsize=10)
     ax.legend(fontsize=7, loc="upper left")
