@@ -112,6 +112,9 @@ def measure(args: argparse.Namespace, todo: list) -> int:
         raise UserError(f"--results {results} exists and is not a directory")
     have = kinds.done(results, KIND)
     missing = [(i, spec, what) for i, (uid, spec, what) in enumerate(todo) if uid not in have]
+    from depthwidth import hostcpu
+
+    hostcpu.pin_one_core()  # before provenance(), so the records' host says how the units ran
     prov = provenance() if missing else {}
     t0 = time.perf_counter()
     for j, (i, spec, what) in enumerate(missing):
