@@ -140,7 +140,7 @@ def _fit(layers, x, y, steps: int, lr: float):
     return layers, np.asarray(losses)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_fit(steps: int):
     """One jitted ``lax.scan`` of ``steps`` Adam steps, shared by every unit with the same steps
     (jax then compiles once per parameter shape, not once per seed)."""

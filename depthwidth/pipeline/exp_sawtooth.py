@@ -27,6 +27,7 @@ DESCRIPTION = (
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
+    """The experiment's flags (strings, validated by :func:`units` before any work)."""
     from depthwidth.experiments.sawtooth_train import ARCHS, MAX_K, SawtoothSpec
 
     d = SawtoothSpec(3, "deep")
@@ -111,13 +112,13 @@ def measure(args: argparse.Namespace, todo: list) -> int:
     if results.exists() and not results.is_dir():
         raise UserError(f"--results {results} exists and is not a directory")
     have = kinds.done(results, KIND)
-    missing = [(i, spec, what) for i, (uid, spec, what) in enumerate(todo) if uid not in have]
+    missing = [(spec, what) for uid, spec, what in todo if uid not in have]
     from depthwidth import hostcpu
 
     hostcpu.pin_one_core()  # before provenance(), so the records' host says how the units ran
     prov = provenance() if missing else {}
     t0 = time.perf_counter()
-    for j, (i, spec, what) in enumerate(missing):
+    for j, (spec, what) in enumerate(missing):
         rec = _do_unit(results, spec, what, prov)
         if not args.no_progress:
             _progress(len(todo) - len(missing) + j + 1, len(todo), rec, time.perf_counter() - t0, j + 1)
@@ -125,6 +126,9 @@ def measure(args: argparse.Namespace, todo: list) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Measure the missing units, summarise the stored records of this run's units, draw the
+    figure, print the table (or ``--json``: results, units, ran, wall_s, figures, rows). Exit 0;
+    UserError on bad flags (before any work)."""
     from depthwidth import records
     from depthwidth.console import emit
     from depthwidth.fits.sawtooth import summarise, table_text

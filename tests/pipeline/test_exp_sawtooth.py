@@ -29,9 +29,11 @@ def test_run_then_rerun_does_no_work(tmp_path, capsys):
     assert rows[(2, "shallow_same")]["params"] == rows[(2, "deep")]["params"] == 13
     assert all(r["bound_holds"] and r["n"] == (1 if "construction" in r["arch"] else 2) for r in doc["rows"])
     # a changed setting is new work, the old records stay
-    assert main([*TINY[:-2], "--json", "--no-progress", "--results", str(res), "--steps", "41", "--depths", "1",
-                 "--no-figure"]) == 0
-    assert json.loads(capsys.readouterr().out)["ran"] == 4
+    assert main([*TINY[:-2], "--json", "--results", str(res), "--steps", "41", "--depths", "1", "--no-figure"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["ran"] == 4
+    lines = out.err.splitlines()  # progress: done/total of this run's 6 units, 2 constructions already stored
+    assert [ln.split()[1] for ln in lines] == ["3/6", "4/6", "5/6", "6/6"] and all("ETA" in ln for ln in lines)
 
 
 def test_summary_of_stored_records_counts_what_they_say(tmp_path):
