@@ -226,3 +226,58 @@ def sawtooth_summary(depth: int, count: bool | None = None) -> dict:
         "shallow_params_needed": single_hidden_layer_params(1, needed, 1),
         "shallow_units_construction": 2**k,
     }
+
+
+def sawtooth(x, depth: int) -> Fraction:
+    """g^k(x), the k-fold hat map (:func:`hat` applied ``depth`` times), exactly; UserError on bad input.
+
+    Source: DESIGN §1.2; Telgarsky 2016, §3.
+    """
+    k = positive_int(depth, "depth")
+    y = _frac(x, "x")
+    for _ in range(k):
+        y = hat(y)
+    return y
+
+
+def sup_error(layers: Sequence, depth: int, pieces: list[Piece] | None = None) -> Fraction:
+    """max over x in [0, 1] of |f(x) − g^k(x)| for the ReLU MLP f = ``layers``, exactly.
+
+    Both f and g^k are affine between the union of f's piece boundaries (:func:`linear_pieces`)
+    and g^k's breakpoints j/2^k, so |f − g^k| (convex on each such interval) peaks at one of
+    these points; all are evaluated in rational arithmetic, nothing is sampled.
+
+    ``pieces``: ``linear_pieces(layers, 0, 1)`` if already computed (it is the costly part).
+    Raises UserError as :func:`linear_pieces` and on depth < 1. Cost: O(pieces + 2^k) points.
+    """
+    k = positive_int(depth, "depth")
+    pieces = linear_pieces(layers, 0, 1) if pieces is None else pieces
+    points = {Fraction(j, 2**k) for j in range(2**k + 1)} | {p.start for p in pieces} | {p.end for p in pieces}
+    at = iter(sorted(points))
+    worst, x = Fraction(0), next(at)
+    for p in pieces:  # walk the sorted points and the pieces together
+        while x is not None and x <= p.end:
+            worst = max(worst, abs(p.slope * x + p.intercept - sawtooth(x, k)))
+            x = next(at, None)
+    return worst
+
+
+def sup_error_lower_bound(pieces: int, depth: int) -> Fraction:
+    """The least sup-norm error on [0, 1] of any continuous piecewise-linear f with ``pieces``
+    pieces against g^k: 1/2 when pieces < 2^k, else 0 (the exact sawtooth has 2^k).
+
+    Derivation (an alternation argument, the one behind Telgarsky 2016, §3; written out here):
+    g^k is 0 at the even and 1 at the odd points x_j = j/2^k, j = 0…2^k. If sup|f − g^k| < 1/2,
+    then h = f − 1/2 is < 0 at even and > 0 at odd x_j: it changes sign on each of the 2^k
+    disjoint gaps (x_j, x_{j+1}), so it has a zero in each. A piece on which h is affine and not
+    identically 0 has at most one zero; a piece on which h ≡ 0 contains no x_j (h(x_j) ≠ 0), so
+    it lies inside one gap. Each piece thus serves at most one gap: pieces >= 2^k. Hence fewer
+    than 2^k pieces force sup|f − g^k| >= 1/2, and f ≡ 1/2 (one piece) attains it: the bound is
+    tight. A one-hidden-layer ReLU net of u units has at most u + 1 pieces (Telgarsky 2016,
+    Lemma 2.1), so with u <= 2^k − 2 its sup error is >= 1/2.
+
+    Raises UserError on pieces < 1 or depth < 1.
+    """
+    p = positive_int(pieces, "pieces")
+    k = positive_int(depth, "depth")
+    return Fraction(1, 2) if p < 2**k else Fraction(0)
