@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from depthwidth.paper_figs.style import HEIGHT_IN, WIDTH_IN, figure_style, save
+from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 
 NAME = "exp_layerdrop"
 K_COLORS = ("#0072B2", "#E69F00", "#CC79A7", "#009E73", "#D55E00")  # Okabe & Ito, one per k
@@ -23,6 +23,8 @@ K_COLORS = ("#0072B2", "#E69F00", "#CC79A7", "#009E73", "#D55E00")  # Okabe & It
 def layerdrop_figure(summary: dict[str, Any]) -> tuple[Any, str]:
     """(figure, caption) of ``summary`` (:func:`depthwidth.fits.layerdrop.summarise`)."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     L = summary["n_layer"]
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN))
@@ -30,7 +32,8 @@ def layerdrop_figure(summary: dict[str, Any]) -> tuple[Any, str]:
     for i, (k, row) in enumerate(sorted(summary["by_k"].items(), key=lambda kv: int(kv[0]))):
         c = K_COLORS[i % len(K_COLORS)]
         se = [s or 0.0 for s in row["se"]]
-        ax.errorbar(row["offsets"], row["delta"], yerr=se, color=c, marker="o", ms=4, label=f"delete {k} layer(s)")
+        ax.errorbar(row["offsets"], row["delta"], yerr=se, color=c, marker="o", ms=4,
+                    label=f"delete {k} contiguous layer{'s' if int(k) > 1 else ''}")
         values += row["delta"]
         ctl = row.get("control")
         if ctl:
@@ -39,10 +42,16 @@ def layerdrop_figure(summary: dict[str, Any]) -> tuple[Any, str]:
     ax.set_yscale("log" if positive else "symlog", **({} if positive else {"linthresh": 1e-3}))
     ax.set_xlim(-0.6, L + 1.6)
     ax.set_xticks(range(0, L, max(1, L // 8)))
+    ax.axvline(L - 0.3, color=COLORS["neutral"], lw=0.8, ls=":")
+    ax.text(L + 0.4, 0.02, "width\ncontrol", transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Patch(color=COLORS["neutral"], alpha=0.35, label="same params as MLP units, random (range, mean)"),
+                Line2D([], [], marker="D", ls="", color=COLORS["neutral"], mfc="white",
+                       label="same params as MLP units, smallest norm")]
     ax.set_xlabel("first deleted block (0 = nearest the embedding)")
     ax.set_ylabel("Δ test loss (nats/token)")
     ax.set_title(f"Layer deletion, L = {L}, d = {summary['d_model']}: Δ vs offset; width control at right")
-    ax.legend(loc="best")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     caption = (f"Test-loss increase after deleting k contiguous blocks of a trained {L}-layer char LM "
                f"(full model {summary['base_test_loss']:.4f} nats/token on {summary['test_sequences']} test "
                "windows), per first deleted block; at the right, the same parameter count removed as MLP "

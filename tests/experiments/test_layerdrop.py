@@ -171,9 +171,19 @@ def test_run_output_resumes_without_work(trained):
     assert by_k["1"]["cheapest"]["delta"] == min(d1.values())
     assert (results / "figures" / "exp_layerdrop.png").is_file() and (results / "figures" / "exp_layerdrop.pdf").is_file()
     mtimes = {p: p.stat().st_mtime_ns for p in results.glob("runs/*/record.json")}
+    png = (results / "figures" / "exp_layerdrop.png").read_bytes()
     again = _run([*TRAIN, "--results", str(results), "--k", "1,2", "--control-seeds", "1", "--no-progress"])
     assert again["evaluated"] == 0 and again["summary"] == json.loads(json.dumps(out["summary"]))
     assert {p: p.stat().st_mtime_ns for p in results.glob("runs/*/record.json")} == mtimes  # nothing retrained
+    assert (results / "figures" / "exp_layerdrop.png").read_bytes() == png  # redrawn from the records, same bytes
+
+
+def test_paired_standard_error_by_hand():
+    from depthwidth.fits.layerdrop import paired_se
+
+    # chunk differences 0.5, 1, 1: sample std sqrt(1/12), over sqrt(3) -> exactly 1/6
+    assert paired_se({"test_loss_chunks": [1.0, 2.0, 3.0]}, {"test_loss_chunks": [0.5, 1.0, 2.0]}) == pytest.approx(1 / 6)
+    assert paired_se({"test_loss_chunks": [1.0]}, {"test_loss_chunks": [0.5]}) is None
 
 
 @pytest.mark.parametrize("argv, needle", [
