@@ -49,8 +49,37 @@ def _backend_started() -> bool:
     return xla_bridge.backends_are_initialized()
 
 
+def _single_core_pins(proc: str = "/proc") -> dict[int, int]:
+    """{core: processes pinned to that core alone}, from every readable ``/proc/<pid>/status``
+    (``Cpus_allowed_list``); {} where there is no procfs."""
+    counts: dict[int, int] = {}
+    try:
+        pids = [e for e in os.listdir(proc) if e.isdigit()]
+    except OSError:
+        return counts
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, "status")) as fh:
+                allowed = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("Cpus_allowed_list")), "")
+        except OSError:
+            continue
+        if allowed.isdigit():
+            counts[int(allowed)] = counts.get(int(allowed), 0) + 1
+    return counts
+
+
+def least_pinned_core(cores: list[int], proc: str = "/proc") -> int:
+    """The core of ``cores`` with the fewest processes already pinned to it alone (the lowest
+    such core on a tie): independent runs started side by side (two ``train`` commands, a sweep
+    and a test session) then land on different cores instead of all on the first one. Which
+    core a run has does not change its result, only its speed."""
+    pins = _single_core_pins(proc)
+    return min(cores, key=lambda c: (pins.get(c, 0), c))
+
+
 def pin_one_core() -> dict[str, Any]:
-    """Pin this process to the first core of its affinity set unless an accelerator is expected.
+    """Pin this process to one core of its affinity set (:func:`least_pinned_core`) unless an
+    accelerator is expected.
 
     Does nothing (but still reports) when jax's backend has already started or the OS has no
     affinity API. Idempotent. Returns :func:`host_info`'s dict.
@@ -60,7 +89,7 @@ def pin_one_core() -> dict[str, Any]:
         _state["cores_visible"] = len(cores)
         _state["pinned"] = False
         if len(cores) > CPU_THREADS and not _backend_started() and not _accelerator_expected():
-            os.sched_setaffinity(0, set(cores[:CPU_THREADS]))
+            os.sched_setaffinity(0, {least_pinned_core(cores)})
             _state["pinned"] = True
     return host_info()
 

@@ -82,3 +82,21 @@ def test_devices_flag_sets_the_fake_cpu_device_count_before_jax(monkeypatch):
     monkeypatch.setattr(hostcpu, "_backend_started", lambda: True)
     with pytest.raises(hostcpu.UserError, match="before jax starts"):
         hostcpu.request_cpu_devices(2)
+
+
+def _fake_proc(root, allowed_by_pid):
+    for pid, allowed in allowed_by_pid.items():
+        d = root / str(pid)
+        d.mkdir()
+        (d / "status").write_text(f"Name:\tpython\nCpus_allowed:\tff\nCpus_allowed_list:\t{allowed}\n")
+    (root / "self").mkdir()  # not a pid: ignored
+
+
+def test_a_run_is_pinned_to_the_core_with_fewest_single_core_pins(tmp_path):
+    # two processes alone on core 0, one on core 2, one free to use 0-3 (not a single-core pin)
+    _fake_proc(tmp_path, {10: "0", 11: "0", 12: "2", 13: "0-3"})
+    assert hostcpu._single_core_pins(str(tmp_path)) == {0: 2, 2: 1}
+    assert hostcpu.least_pinned_core([0, 1, 2, 3], str(tmp_path)) == 1
+    assert hostcpu.least_pinned_core([0, 2], str(tmp_path)) == 2
+    assert hostcpu.least_pinned_core([0], str(tmp_path)) == 0
+    assert hostcpu.least_pinned_core([3, 1], str(tmp_path / "missing")) == 1  # no procfs: the lowest core
