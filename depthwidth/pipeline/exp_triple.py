@@ -35,7 +35,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=2000 (repeatable; "
                         "use a fresh --results: runs of other configs do not mix)")
-    p.add_argument("--data-dir", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")
+    p.add_argument("--data-dir", metavar="DIR", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")
     p.add_argument("--jobs", default="1", metavar="J", help="local worker processes (default 1)")
     p.add_argument("--bootstrap", default="2000", metavar="B", help="paired bootstrap replicates (default 2000)")
     p.add_argument("--no-train", action="store_true", help="analyse and draw the stored records only")

@@ -140,3 +140,14 @@ def test_find_shapes_and_bad_input(tmp_path):
     write(seeds, 8, 48, 1, 2.1)
     with pytest.raises(UserError, match="share no seed"):
         analyse(load_table(seeds))
+
+
+def test_a_diverged_run_drops_its_seed_from_the_paired_statistics(tmp_path):
+    _fill(tmp_path)
+    for L, d in TRIPLE + [CONTROL]:  # seed 3: every shape ran, the deep one diverged
+        write(tmp_path, L, d, 3, None if L == 32 else 9.0, status="diverged" if L == 32 else "finished")
+    res = analyse(load_table(tmp_path), n_boot=100)
+    assert res["seeds"] == [0, 1, 2]  # the paired statistics use the seeds every shape has
+    assert res["spread"] == pytest.approx(0.05)
+    shallow = res["shapes"][0]
+    assert shallow["seeds"] == [0, 1, 2, 3] and shallow["mean"] == pytest.approx((sum(MID) + 0.06 + 9.0) / 4)
