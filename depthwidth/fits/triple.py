@@ -13,7 +13,7 @@ a few percent across d/L ≈ 10–1000, parameter count first-order, shape secon
 Pairing: a seed fixes the initialisation *and* the batch order of every shape (the batch at
 step k is a pure function of (seed, k), DESIGN §2), so shapes are compared seed by seed:
 the paired difference of shapes A and B is Δ_s = loss_A,s − loss_B,s, averaged over the seeds
-both have; its standard error is std(Δ, ddof=1)/√n and its 95% interval the Student-t one,
+both have (each pair on its own common seeds, so a shape missing a seed costs only its pairs); its standard error is std(Δ, ddof=1)/√n and its 95% interval the Student-t one,
 mean ± t_{0.975, n−1}·sem (scipy.stats.t). Statistics that combine all shapes (the spread
 max − min of the triple's means, the half-budget gap control − middle, their ratio) use only
 the seeds every compared shape has, and get a paired bootstrap: each replicate draws seeds
@@ -178,7 +178,7 @@ def analyse(table, triple: list[Shape] | None = None, control: Shape | None = No
     means = {s: float(np.mean(list(common[s].values()))) for s in shapes}
     tm = [means[s] for s in triple]
     winner = triple[int(np.argmin(tm))]
-    pairs = [{"a": list(a), "b": list(b), **paired_difference(common[a], common[b])}
+    pairs = [{"a": list(a), "b": list(b), **paired_difference(losses[a], losses[b])}
              for a, b in [(e, middle) for e in triple if e != middle] + list(combinations([e for e in triple if e != middle], 2))]
     spread = max(tm) - min(tm)
     rep, how = _replicates(table, shapes, seeds, common, n_boot, seed)
@@ -230,12 +230,14 @@ def verdict(out: dict[str, Any]) -> dict[str, Any]:
     point winner >= 95% of the replicates. ends_trail: every end minus the middle has a positive
     mean paired difference; resolved when every such difference's 95% t interval excludes 0.
     spread_small: spread < half-budget gap; resolved when P(spread < gap) >= 0.95 or <= 0.05
-    (bootstrap). overall: 'held' / 'did not hold' when all three parts say so, else 'mixed'.
+    (bootstrap). The bootstrap parts need >= 2 seeds common to all shapes to be resolved (with one,
+    it resamples only the test chunks: evaluation noise, not seed-to-seed noise). overall: 'held' / 'did not hold' when all three parts say so, else 'mixed'.
     """
     mid = out["middle"]
     share = out["bootstrap"]["win_share"]
     w = out["winner"]
-    parts = {"middle_wins": _word(w == mid, share[f"{w[0]}x{w[1]}"] >= 0.95)}
+    seeds_ok = len(out["seeds"]) >= 2  # one seed: the bootstrap sees evaluation noise, not seed noise
+    parts = {"middle_wins": _word(w == mid, seeds_ok and share[f"{w[0]}x{w[1]}"] >= 0.95)}
     ends = [p for p in out["pairs"] if p["b"] == mid]
     pos = all(p["mean"] > 0 for p in ends)
     if pos:  # held when every end trails significantly
@@ -245,7 +247,7 @@ def verdict(out: dict[str, Any]) -> dict[str, Any]:
     parts["ends_trail"] = _word(pos, sig)
     if out.get("half_gap") is not None:
         p = out["bootstrap"]["p_spread_below_gap"]
-        parts["spread_small"] = _word(out["spread"] < out["half_gap"]["mean"], p >= 0.95 or p <= 0.05)
+        parts["spread_small"] = _word(out["spread"] < out["half_gap"]["mean"], seeds_ok and (p >= 0.95 or p <= 0.05))
     words = set(parts.values())
     parts["overall"] = words.pop() if len(words) == 1 and words <= {"held", "did not hold"} else "mixed"
     return parts

@@ -151,3 +151,19 @@ def test_a_diverged_run_drops_its_seed_from_the_paired_statistics(tmp_path):
     assert res["spread"] == pytest.approx(0.05)
     shallow = res["shapes"][0]
     assert shallow["seeds"] == [0, 1, 2, 3] and shallow["mean"] == pytest.approx((sum(MID) + 0.06 + 9.0) / 4)
+    pairs = {(tuple(p["a"]), tuple(p["b"])): p for p in res["pairs"]}
+    # a pair uses every seed both shapes have: seed 3 pairs shallow with middle (9.0 - 9.0 = 0)
+    assert pairs[((2, 96), (8, 48))]["seeds"] == [0, 1, 2, 3]
+    assert pairs[((2, 96), (8, 48))]["mean"] == pytest.approx(0.06 / 4)
+    assert pairs[((32, 24), (8, 48))]["seeds"] == [0, 1, 2]
+
+
+def test_one_seed_leaves_the_bootstrap_parts_unresolved(tmp_path):
+    write(tmp_path, 8, 48, 0, 1.5, chunks=[1.49, 1.51])
+    for (L, d), off in [((2, 96), 0.02), ((32, 24), 0.05), (CONTROL, 0.2)]:
+        write(tmp_path, L, d, 0, 1.5 + off, chunks=[1.49 + off, 1.51 + off])
+    res = analyse(load_table(tmp_path), n_boot=100)
+    assert res["bootstrap"]["win_share"]["8x48"] == 1.0  # every chunk draw: but seed noise is unknown
+    assert res["verdict"]["middle_wins"] == "unresolved (leans held)"
+    assert res["verdict"]["spread_small"] == "unresolved (leans held)"
+    assert res["verdict"]["ends_trail"] == "unresolved (leans held)"  # one seed: no t interval
