@@ -178,8 +178,9 @@ def analyse(table, triple: list[Shape] | None = None, control: Shape | None = No
     means = {s: float(np.mean(list(common[s].values()))) for s in shapes}
     tm = [means[s] for s in triple]
     winner = triple[int(np.argmin(tm))]
-    pairs = [{"a": list(a), "b": list(b), **paired_difference(losses[a], losses[b])}
-             for a, b in [(e, middle) for e in triple if e != middle] + list(combinations([e for e in triple if e != middle], 2))]
+    ends = [e for e in triple if e != middle]
+    which = [(e, middle) for e in ends] + list(combinations(ends, 2)) + ([(control, middle)] if control else [])
+    pairs = [{"a": list(a), "b": list(b), **paired_difference(losses[a], losses[b])} for a, b in which]
     spread = max(tm) - min(tm)
     rep, how = _replicates(table, shapes, seeds, common, n_boot, seed)
     rt = rep[: len(triple)]
@@ -238,7 +239,8 @@ def verdict(out: dict[str, Any]) -> dict[str, Any]:
     w = out["winner"]
     seeds_ok = len(out["seeds"]) >= 2  # one seed: the bootstrap sees evaluation noise, not seed noise
     parts = {"middle_wins": _word(w == mid, seeds_ok and share[f"{w[0]}x{w[1]}"] >= 0.95)}
-    ends = [p for p in out["pairs"] if p["b"] == mid]
+    shapes = [[r["n_layer"], r["d_model"]] for r in out["shapes"]]
+    ends = [p for p in out["pairs"] if p["b"] == mid and p["a"] in shapes]  # not the control's pair
     pos = all(p["mean"] > 0 for p in ends)
     if pos:  # held when every end trails significantly
         sig = all(p["ci95"] is not None and p["ci95"][0] > 0 for p in ends)

@@ -55,6 +55,7 @@ def test_known_paired_differences_spread_gap_and_verdict(tmp_path):
     assert p["ci95"][0] == pytest.approx(0.02 - 4.302653 * 0.005 / math.sqrt(3), abs=1e-6)
     assert pairs[((32, 24), (8, 48))]["mean"] == pytest.approx(0.05)
     assert pairs[((2, 96), (32, 24))]["mean"] == pytest.approx(-0.03)
+    assert pairs[(CONTROL, (8, 48))]["mean"] == pytest.approx(0.20) and len(pairs) == 4
     # means: middle 1.503333, shallow +0.02, deep +0.05 -> spread 0.05; gap 0.20; ratio 0.25
     assert res["spread"] == pytest.approx(0.05)
     assert res["spread_pct"] == pytest.approx(100 * 0.05 / (sum(MID) / 3))
