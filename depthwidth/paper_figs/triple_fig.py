@@ -58,7 +58,9 @@ def triple_figure(res: dict[str, Any]) -> tuple[Any, str]:
                  f"halving N\n{res['half_gap']['mean']:.4f}", COLORS["levine2020"])
     ax.set_xlabel("depth L (log scale), width d, aspect ratio d/L")
     ax.set_ylabel("test loss (nats/char)")
-    ax.set_title(f"Equal-weight shapes at N = 12·L·d² = {format_count(res['N'])}, {len(res['seeds'])} seeds",
+    per = "/".join(str(len(r["seeds"])) for r in rows)
+    ax.set_title(f"Equal-weight shapes at N = 12·L·d² = {format_count(res['N'])}; seeds per shape {per}, "
+                 f"brackets on common seed(s) {', '.join(map(str, res['seeds']))}",
                  fontsize=10)
     ax.legend(fontsize=7.5, loc="upper left")
     fig.tight_layout()
