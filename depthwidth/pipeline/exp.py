@@ -26,6 +26,7 @@ from depthwidth.console import add_json_flag
 # (name, module) in help order; each module is described in the docstring above.
 EXPERIMENTS: tuple[tuple[str, str], ...] = (
     ("latency", "depthwidth.pipeline.exp_latency"),
+    ("triple", "depthwidth.pipeline.exp_triple"),
     ("layerdrop", "depthwidth.pipeline.exp_layerdrop"),
     ("sawtooth", "depthwidth.pipeline.exp_sawtooth"),
 )
