@@ -22,6 +22,8 @@ STYLE = {  # arch: (label, colour, marker); Okabe & Ito colours as in style.COLO
     "deep": ("deep, k×2 hidden (6k+1 params), trained", "#0072B2", "o"),
     "shallow_same": ("1 hidden layer, 2k units (same params), trained", "#D55E00", "s"),
     "shallow_exact": ("1 hidden layer, 2^k units, trained", "#009E73", "^"),
+    "shallow_wide": ("1 hidden layer, min(8·2^k, 512) units, trained", "#CC79A7", "v"),
+    "deep_wide": ("deep, k×8 hidden, trained", "#56B4E9", "D"),
 }
 
 
@@ -37,7 +39,7 @@ def sawtooth_panels(rows: list[dict[str, Any]], jitter: float = 0.08) -> tuple[A
         rs = [r for r in rows if r["arch"] == arch]
         if not rs:
             continue
-        dx = (i - 1) * jitter
+        dx = (i - (len(STYLE) - 1) / 2) * jitter
         for r in rs:
             ax.plot([r["k"] + dx] * r["n"], r["pieces"], mk, color=col, ms=4, alpha=0.6, mfc="none")
             bx.plot([r["k"] + dx] * r["n"], r["sup_errors"], mk, color=col, ms=4, alpha=0.6, mfc="none")
@@ -62,7 +64,8 @@ def sawtooth_panels(rows: list[dict[str, Any]], jitter: float = 0.08) -> tuple[A
     caption = ("Exact linear-piece count (left, log2) and exact sup error (right) of ReLU nets trained on the k-fold "
                "hat map g^k, one open marker per seed, lines through the medians; the deep net has the exact "
                "construction's shape (k hidden layers of 2), the one-hidden-layer nets have 2k units (same "
-               "parameters) or 2^k units.")
+               "parameters) or 2^k units; two over-parameterised controls: one hidden layer of min(8·2^k, 512) "
+               "units and k hidden layers of 8.")
     return fig, caption
 
 
