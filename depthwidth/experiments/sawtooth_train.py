@@ -15,10 +15,11 @@ ReLU after every hidden layer), ``arch``:
 and two over-parameterised controls, which separate "gradient descent cannot fit g^k with these
 settings at all" from "it does not find the minimal-size solutions":
 
-* ``shallow_wide``: one hidden layer of min(8·2^k, 512) units (:data:`SHALLOW_WIDE_FACTOR`,
-  :data:`SHALLOW_WIDE_CAP`): 8× the exact size up to k = 6, capped above (2× at k = 8) because
-  training costs ∝ units and the exact piece count ∝ units² rational operations (2048 units
-  at k = 8 would take about 2.5 single-core minutes per net);
+* ``shallow_wide``: one hidden layer of min(8·2^k, max(512, 2·2^k)) units
+  (:data:`SHALLOW_WIDE_FACTOR`, :data:`SHALLOW_WIDE_CAP`): 8× the exact size up to k = 6, then
+  capped at 512 (4× at k = 7, 2× at k = 8; never below 2·2^k, so 2^(k+1) at k = 9, 10), because
+  training costs ∝ units and the exact piece count ∝ units² rational operations (2048 units at
+  k = 8 would take about 2.5 single-core minutes per net);
 * ``deep_wide``: k hidden layers of width 8 (:data:`DEEP_WIDE_WIDTH`, 4× the construction's
   width), 72k − 47 parameters: does extra width per layer let gradient descent use the depth?
 
@@ -56,7 +57,7 @@ CONSTRUCTIONS = ("deep_construction", "shallow_construction")
 MAX_K = 10  # shallow_exact has 2^k units and the grid needs >= 4·2^k points: 2^10 keeps it seconds
 DEEP_WIDTH = 2  # the construction's width: two ReLUs compute one hat map
 SHALLOW_WIDE_FACTOR = 8  # shallow_wide: 8·2^k units (8 units per piece of g^k) ...
-SHALLOW_WIDE_CAP = 512  # ... at most 512 (k >= 7): training ∝ units, exact counting ∝ units²
+SHALLOW_WIDE_CAP = 512  # ... at most 512 but >= 2·2^k (k >= 7): training ∝ units, exact counting ∝ units²
 DEEP_WIDE_WIDTH = 8  # deep_wide: k hidden layers of 8 (4× the construction's width)
 EVAL_GRID = 65_536
 
@@ -103,12 +104,12 @@ def check_depth(k) -> int:
 
 def hidden_widths(k: int, arch: str) -> list[int]:
     """Hidden-layer widths: deep [2]*k; shallow_same [2k] (3u + 1 = 6k + 1 ⇒ u = 2k);
-    shallow_exact [2^k]; shallow_wide [min(8·2^k, 512)]; deep_wide [8]*k; the constructions as
+    shallow_exact [2^k]; shallow_wide [min(8·2^k, max(512, 2·2^k))]; deep_wide [8]*k; the constructions as
     their trained counterparts."""
     k = check_depth(k)
     return {"deep": [DEEP_WIDTH] * k, "deep_construction": [DEEP_WIDTH] * k, "shallow_same": [2 * k],
             "shallow_exact": [2**k], "shallow_construction": [2**k],
-            "shallow_wide": [min(SHALLOW_WIDE_FACTOR * 2**k, SHALLOW_WIDE_CAP)],
+            "shallow_wide": [min(SHALLOW_WIDE_FACTOR * 2**k, max(SHALLOW_WIDE_CAP, 2 * 2**k))],
             "deep_wide": [DEEP_WIDE_WIDTH] * k}[arch]
 
 
