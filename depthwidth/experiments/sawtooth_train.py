@@ -12,6 +12,17 @@ ReLU after every hidden layer), ``arch``:
 * ``shallow_exact``: one hidden layer of 2^k units, the size at which the theory's one-layer
   construction (:func:`~depthwidth.theory.sawtooth.shallow_sawtooth_layers`) is exact;
 
+and two over-parameterised controls, which separate "gradient descent cannot fit g^k with these
+settings at all" from "it does not find the minimal-size solutions":
+
+* ``shallow_wide``: one hidden layer of min(8·2^k, max(512, 2·2^k)) units
+  (:data:`SHALLOW_WIDE_FACTOR`, :data:`SHALLOW_WIDE_CAP`): 8× the exact size up to k = 6, then
+  capped at 512 (4× at k = 7, 2× at k = 8; never below 2·2^k, so 2^(k+1) at k = 9, 10), because
+  training costs ∝ units and the exact piece count ∝ units² rational operations (2048 units at
+  k = 8 would take about 2.5 single-core minutes per net);
+* ``deep_wide``: k hidden layers of width 8 (:data:`DEEP_WIDE_WIDTH`, 4× the construction's
+  width), 72k − 47 parameters: does extra width per layer let gradient descent use the depth?
+
 plus the two constructions themselves as reference rows (``deep_construction``,
 ``shallow_construction``: zero error, 2^k pieces, nothing trained).
 
@@ -41,10 +52,13 @@ import numpy as np
 
 from depthwidth.errors import UserError
 
-ARCHS = ("deep", "shallow_same", "shallow_exact")
+ARCHS = ("deep", "shallow_same", "shallow_exact", "shallow_wide", "deep_wide")
 CONSTRUCTIONS = ("deep_construction", "shallow_construction")
 MAX_K = 10  # shallow_exact has 2^k units and the grid needs >= 4·2^k points: 2^10 keeps it seconds
 DEEP_WIDTH = 2  # the construction's width: two ReLUs compute one hat map
+SHALLOW_WIDE_FACTOR = 8  # shallow_wide: 8·2^k units (8 units per piece of g^k) ...
+SHALLOW_WIDE_CAP = 512  # ... at most 512 but >= 2·2^k (k >= 7): training ∝ units, exact counting ∝ units²
+DEEP_WIDE_WIDTH = 8  # deep_wide: k hidden layers of 8 (4× the construction's width)
 EVAL_GRID = 65_536
 
 
@@ -90,10 +104,13 @@ def check_depth(k) -> int:
 
 def hidden_widths(k: int, arch: str) -> list[int]:
     """Hidden-layer widths: deep [2]*k; shallow_same [2k] (3u + 1 = 6k + 1 ⇒ u = 2k);
-    shallow_exact [2^k]; the constructions as their trained counterparts."""
+    shallow_exact [2^k]; shallow_wide [min(8·2^k, max(512, 2·2^k))]; deep_wide [8]*k; the constructions as
+    their trained counterparts."""
     k = check_depth(k)
     return {"deep": [DEEP_WIDTH] * k, "deep_construction": [DEEP_WIDTH] * k, "shallow_same": [2 * k],
-            "shallow_exact": [2**k], "shallow_construction": [2**k]}[arch]
+            "shallow_exact": [2**k], "shallow_construction": [2**k],
+            "shallow_wide": [min(SHALLOW_WIDE_FACTOR * 2**k, max(SHALLOW_WIDE_CAP, 2 * 2**k))],
+            "deep_wide": [DEEP_WIDE_WIDTH] * k}[arch]
 
 
 def init_layers(hidden: list[int], seed: int):

@@ -16,7 +16,8 @@ from typing import Any
 from depthwidth.errors import UserError
 
 KIND = "sawtooth"
-ARCH_ORDER = ("deep", "shallow_same", "shallow_exact", "deep_construction", "shallow_construction")
+ARCH_ORDER = ("deep", "shallow_same", "shallow_exact", "shallow_wide", "deep_wide", "deep_construction",
+              "shallow_construction")
 REQUIRED = ("k", "arch", "pieces", "sup_error", "rms_error", "sup_error_bound")
 
 

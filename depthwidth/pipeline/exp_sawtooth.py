@@ -23,7 +23,9 @@ DESCRIPTION = (
     "(6k+1 parameters) computes the k-fold hat map g^k (2^k pieces) exactly; one hidden layer needs "
     ">= 2^k - 1 units, and with the same 6k+1 parameters (2k units) has at most 2k+1 pieces, so its sup "
     "error is >= 1/2. This trains both (and a one-layer net of 2^k units) with Adam on a dense grid and "
-    "counts each trained net's linear pieces exactly: does gradient descent find the deep solution?")
+    "counts each trained net's linear pieces exactly: does gradient descent find the deep solution? Two "
+    "over-parameterised controls (one layer of 8*2^k units, capped at 512 but >= 2*2^k; k layers of width 8) tell whether it "
+    "can fit g^k at all with these settings.")
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

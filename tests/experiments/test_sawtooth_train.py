@@ -72,6 +72,19 @@ def test_same_parameter_count_rule(k):
     assert st.n_params(st.init_layers([2**k], 0)) == 3 * 2**k + 1
 
 
+@pytest.mark.parametrize("k", range(1, 11))
+def test_over_parameterised_control_widths(k):
+    # shallow_wide: 8 units per piece of g^k, capped at 512 but never below 2 per piece; deep_wide: k layers of 8
+    wide = st.hidden_widths(k, "shallow_wide")
+    assert wide == [{7: 512, 8: 512, 9: 1024, 10: 2048}.get(k, 8 * 2**k)] and wide[0] >= 2 * 2**k
+    assert st.hidden_widths(k, "deep_wide") == [8] * k
+    deep_wide = st.init_layers(st.hidden_widths(k, "deep_wide"), 0)
+    assert st.n_params(deep_wide) == mlp_params(1, [8] * k, 1) == 72 * k - 47
+    assert st.n_params(st.init_layers(wide, 0)) == 3 * wide[0] + 1
+    for arch in ("shallow_wide", "deep_wide"):
+        assert st.SawtoothSpec(k, arch, grid=4 * 2**k, eval_grid=4 * 2**k).to_dict()["hidden"] == st.hidden_widths(k, arch)
+
+
 def test_tiny_training_run_beats_its_init_and_is_deterministic():
     spec = st.SawtoothSpec(1, "shallow_exact", seed=2, steps=300, lr=1e-2, grid=32, eval_grid=256)
     r = st.train(spec)
