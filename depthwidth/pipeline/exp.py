@@ -25,6 +25,7 @@ from depthwidth.console import add_json_flag
 
 # (name, module) in help order; each module is described in the docstring above.
 EXPERIMENTS: tuple[tuple[str, str], ...] = (
+    ("band", "depthwidth.pipeline.exp_band"),
 )
 
 
