@@ -51,6 +51,7 @@ import pandas as pd
 from depthwidth.errors import UserError
 from depthwidth.fits.table import ResultsTable, load_table
 from depthwidth.fits.transitions import _DepthData, paired_bootstrap_means
+from depthwidth.records import iter_records
 from depthwidth.units import format_count, parse_count_list
 
 DEFAULT_BUDGETS = "6K,25K,100K"
@@ -86,12 +87,15 @@ def _protocol(context: str) -> str:
 def merged_table(results_dirs: list[str]) -> ResultsTable:
     """One :class:`ResultsTable` of the kind-"train" records of several results directories.
 
-    Raises UserError (one line) if a directory is missing or has no usable run, if a (L, d) cell
+    A directory holding no record at all is skipped. Raises UserError (one line) if a directory
+    is missing or none holds a record, if one has records but no usable run, if a (L, d) cell
     is in two directories (it would be averaged across protocols), or if the used runs were
     trained under different protocols beyond (n_layer, d_model, lr): a band compares shapes only.
     """
+    # A directory that exists but holds no record yet (a band sweep not started) adds nothing.
+    results_dirs = [d for d in results_dirs if iter_records(d)]
     if not results_dirs:
-        raise UserError("no results directories to read")
+        raise UserError("no records in the results directories to read")
     tables = [load_table(d) for d in results_dirs]
     seen: dict[tuple[int, int], str] = {}
     for d, t in zip(results_dirs, tables):

@@ -133,3 +133,7 @@ def test_merging_directories_checks_duplicates_and_protocol(tmp_path):
         band.merged_table([str(a), str(c)])
     with pytest.raises(UserError, match="not found"):
         band.merged_table([str(tmp_path / "missing")])
+    (tmp_path / "empty").mkdir()  # a band directory before its first record: skipped
+    assert len(band.merged_table([str(tmp_path / "empty"), str(a)]).cells) == 9
+    with pytest.raises(UserError, match="no records"):
+        band.merged_table([str(tmp_path / "empty")])
