@@ -37,6 +37,9 @@ Uncertainty
     once for all cells, plus the 32 test-set chunks when recorded); each replicate refits the
     slopes and recomputes every number. Intervals: 2.5 and 97.5 percentiles. The spread of a
     replicate is its own max − min, so near zero it is biased upwards (a max of noisy values).
+    A cell with fewer seeds than the others (a partial sweep) moves only by the test-chunk term
+    when none of its seeds is drawn, so its seed noise is not in the interval;
+    :func:`common_seeds` gives the numbers on the seeds all shapes share.
 """
 
 from __future__ import annotations
@@ -207,6 +210,31 @@ def _ci(values: list[float]) -> list[float] | None:
     return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))] if v.size else None
 
 
+def common_seeds(table: ResultsTable, shapes: list[tuple[int, int]], budget: float,
+                 window: float = DEFAULT_WINDOW) -> dict[str, Any] | None:
+    """The budget's numbers on the seeds every one of its shapes has, when some shape lacks a
+    seed the others have (a partial sweep): each cell's mean over those seeds (all its seeds
+    if it has none of them), so the shapes compare on the same initialisations and batch orders.
+    None when every shape has the same seeds; {"seeds": []} when they share none."""
+    cells = table.cells
+    seeds = {s: set(cells[(cells["n_layer"] == s[0]) & (cells["d_model"] == s[1])]["seeds"].iloc[0]) for s in shapes}
+    common = set.intersection(*seeds.values())
+    if all(v == common for v in seeds.values()):
+        return None
+    if not common:
+        return {"seeds": []}
+    means = {}
+    for r in cells.itertuples():
+        key = (int(r.n_layer), int(r.d_model))
+        ys = [y for sd, y in zip(r.seeds, table.losses[key]) if sd in common]
+        means[key] = float(np.mean(ys)) if ys else float(r.mean)
+    p = budget_numbers(cells, means, shapes, budget, window)
+    yb = p["corrected"][p["best"]]
+    return {"seeds": sorted(common), "spread_pct": p["spread_pct"], "multiplier": p["multiplier"],
+            "best": list(p["best"]), "worst": list(p["worst"]),
+            "excess_pct": {f"L{k[0]}-d{k[1]}": 100.0 * (v / yb - 1.0) for k, v in p["corrected"].items()}}
+
+
 def _budget_result(table: ResultsTable, budget: float, shapes, reps, window: float) -> dict[str, Any]:
     cells = table.cells
     means = {(int(r.n_layer), int(r.d_model)): float(r.mean) for r in cells.itertuples()}
@@ -228,6 +256,7 @@ def _budget_result(table: ResultsTable, budget: float, shapes, reps, window: flo
             "spread_pct": point["spread_pct"], "spread_pct_ci": _ci([b["spread_pct"] for b in boot]),
             "multiplier": point["multiplier"], "multiplier_ci": _ci([b["multiplier"] for b in boot]),
             "d_over_L_range": [min(ratios), max(ratios)], "decades": math.log10(max(ratios) / min(ratios)),
+            "common_seeds": common_seeds(table, shapes, budget, window),
             "best_share": {f"L{s[0]}-d{s[1]}": float(np.mean([b["best"] == s for b in boot])) for s in shapes}
             if boot else None}
 

@@ -131,6 +131,11 @@ def _text(result: dict[str, Any], sweep: dict[str, Any] | None, figures: list[st
                      + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
                      + f", worst shape needs x{b['multiplier']:.2f} N" + (f" [{mci[0]:.2f}, {mci[1]:.2f}]" if mci else "")
                      + f"; best L{b['best'][0]} d{b['best'][1]}, worst L{b['worst'][0]} d{b['worst'][1]}")
+        cs = b.get("common_seeds")
+        if cs and cs["seeds"]:
+            lines.append(f"   on the seeds all its shapes share ({', '.join(map(str, cs['seeds']))}): spread "
+                         f"{cs['spread_pct']:.2f} %, worst needs x{cs['multiplier']:.2f} N; best L{cs['best'][0]} "
+                         f"d{cs['best'][1]}, worst L{cs['worst'][0]} d{cs['worst'][1]}")
         for r in sorted(b["shapes"], key=lambda r: -r["d_over_L"]):
             lines.append(f"   L={r['n_layer']:<3} d={r['d_model']:<4} d/L={r['d_over_L']:<7.3g} N={format_count(r['N']):<6} "
                          f"seeds={r['n_seeds']}  loss {r['loss']:.4f}  at N {r['loss_at_budget']:.4f}  "

@@ -87,6 +87,22 @@ def test_a_depth_with_one_size_takes_the_other_depths_mean_slope(tmp_path):
     assert row["alpha"] == pytest.approx((LAWS[1][1] + LAWS[2][1]) / 2)
     assert row["loss_at_budget"] == pytest.approx(row["loss"] * (B / 27_648) ** row["alpha"])
     assert b["spread_pct_ci"] is None and b["multiplier_ci"] is None
+    assert b["common_seeds"] is None  # every shape has seeds 0, 1, 2
+
+
+def test_common_seeds_of_a_partial_sweep(tmp_path):
+    synthetic(tmp_path)
+    write(tmp_path, 8, 16, 0, 1.8)  # one seed of a fourth depth at 25K (24,576): seed 0 only
+    write(tmp_path, 8, 32, 0, 1.6)
+    b = band.analyse(band.merged_table([str(tmp_path)]), [B], n_boot=0)["budgets"][0]
+    cs = b["common_seeds"]
+    assert cs["seeds"] == [0]
+    # on seed 0 every old shape is its law times 0.99; L8 is measured on seed 0 itself
+    a8 = math.log(1.6 / 1.8) / math.log(4)
+    at_b = {L: truth(L, B) * 0.99 for L in LAWS} | {8: 1.8 * (B / 24_576) ** a8}
+    assert cs["spread_pct"] == pytest.approx(100 * (max(at_b.values()) / min(at_b.values()) - 1), rel=1e-9)
+    assert cs["worst"] == [8, 16] and cs["excess_pct"]["L8-d16"] == pytest.approx(
+        100 * (at_b[8] / min(at_b.values()) - 1), rel=1e-9)
 
 
 def test_paired_bootstrap_with_test_chunks_brackets_the_point(tmp_path):
