@@ -29,6 +29,7 @@ EXPERIMENTS: tuple[tuple[str, str], ...] = (
     ("triple", "depthwidth.pipeline.exp_triple"),
     ("layerdrop", "depthwidth.pipeline.exp_layerdrop"),
     ("sawtooth", "depthwidth.pipeline.exp_sawtooth"),
+    ("band", "depthwidth.pipeline.exp_band"),
 )
 
 
