@@ -45,6 +45,20 @@ def parse_int(text: str | int, *, name: str = "value", minimum: int = 1) -> int:
     return int(value)
 
 
+def parse_float(text: str | float, *, name: str = "value", above: float = 0.0, what: str = "") -> float:
+    """Parse a plain finite number that must exceed ``above``; UserError (one line) otherwise.
+    ``what`` names the kind of number in the error (e.g. "a factor")."""
+    import math
+
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a number, got {text!r}") from None
+    if not (math.isfinite(v) and v > above):
+        raise UserError(f"{name} must be {what + ' ' if what else ''}> {above:g}, got {text!r}")
+    return v
+
+
 def parse_int_list(text: str, *, name: str = "list", minimum: int = 1) -> list[int]:
     """Parse ``"3,12,27"`` into ``[3, 12, 27]``; raise UserError on an empty or bad element."""
     items = [t for t in str(text).split(",") if t.strip()]

@@ -1,5 +1,7 @@
 """Count parsing and formatting (depthwidth.units)."""
 
+import re
+
 import pytest
 
 from depthwidth.errors import UserError
@@ -33,3 +35,16 @@ def test_parse_int_and_lists():
                                     (999_999.99, "1M"), (999.9, "1K"), (999.4, "999")])
 def test_format_count(x, text):
     assert format_count(x) == text
+
+
+def test_parse_float_accepts_finite_numbers_above_the_bound_only():
+    from depthwidth.units import parse_float
+
+    assert parse_float("0.25", name="--x") == 0.25
+    assert parse_float("4", name="--f", above=1.0) == 4.0
+    for bad, msg in (("x", "--x must be a number, got 'x'"), ("0", "--x must be > 0, got '0'"),
+                     ("nan", "--x must be > 0, got 'nan'"), ("inf", "--x must be > 0, got 'inf'")):
+        with pytest.raises(UserError, match=re.escape(msg)):
+            parse_float(bad, name="--x")
+    with pytest.raises(UserError, match=re.escape("--f must be a factor > 1, got '1'")):
+        parse_float("1", name="--f", above=1.0, what="a factor")

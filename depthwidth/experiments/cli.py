@@ -18,6 +18,7 @@ from typing import Any
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
+from depthwidth.units import parse_float
 
 DEFAULT_RESULTS = "results/<preset>"
 
@@ -183,13 +184,7 @@ def load(args: argparse.Namespace):
 
 
 def _float(text: str, name: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise UserError(f"{name} must be a number, got {text!r}") from None
-    if not v > 0:
-        raise UserError(f"{name} must be > 0, got {text!r}")
-    return v
+    return parse_float(text, name=name)
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:

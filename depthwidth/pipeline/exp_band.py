@@ -17,6 +17,7 @@ from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.units import parse_float
 
 HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in % and as a parameter multiplier"
 DESCRIPTION = (
@@ -52,13 +53,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _factor(text: str, name: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise UserError(f"{name} must be a number, got {text!r}") from None
-    if not v > 1:
-        raise UserError(f"{name} must be a factor > 1, got {text!r}")
-    return v
+    return parse_float(text, name=name, above=1.0, what="a factor")
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
