@@ -52,15 +52,16 @@ import numpy as np
 import pandas as pd
 
 from depthwidth.errors import UserError
+from depthwidth.fits import options
 from depthwidth.fits.table import ResultsTable, load_table
 from depthwidth.fits.transitions import _DepthData, paired_bootstrap_means
 from depthwidth.records import iter_records
 from depthwidth.units import format_count, parse_count_list
 
-DEFAULT_BUDGETS = "6K,25K,100K"
-DEFAULT_TOLERANCE = 1.25  # a shape is "at" B when B/1.25 <= N <= 1.25·B
-DEFAULT_WINDOW = 4.5  # slope fit: cells within x4.5 of B, one step of the law's factor-4 grid each side
-DEFAULT_BOOTSTRAP = 1000
+DEFAULT_BUDGETS = options.BAND_BUDGETS
+DEFAULT_TOLERANCE = options.BAND_TOLERANCE
+DEFAULT_WINDOW = options.BAND_WINDOW
+DEFAULT_BOOTSTRAP = options.BAND_BOOTSTRAP
 KAPLAN_CLAIM = "a few percent across d/L 10-1000 (Kaplan et al. 2020, section 3.1, Fig. 5)"
 # What may differ between the runs compared: the shape and the width-aware lr it implies.
 SHAPE_KEYS = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"))

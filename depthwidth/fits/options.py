@@ -18,6 +18,12 @@ ASSIGN = ("geom", "arith", "shallow", "deep")  # the depth a transition stands f
 RESAMPLE = ("paired", "pooled", "seeds", "pooled+widths", "seeds+widths")  # what the bootstrap redraws
 MIN_FRACTION = 0.95  # share of bootstrap replicates that must cross for a point to be fitted
 
+# exp band's defaults (fits.band), here so that building the CLI does not import pandas.
+BAND_BUDGETS = "6K,25K,100K"
+BAND_TOLERANCE = 1.25  # a shape is "at" B when B/1.25 <= N <= 1.25·B
+BAND_WINDOW = 4.5  # slope fit: cells within x4.5 of B, one step of the law's factor-4 grid each side
+BAND_BOOTSTRAP = 1000
+
 
 @dataclass(frozen=True)
 class FitOptions:

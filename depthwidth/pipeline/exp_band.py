@@ -31,21 +31,21 @@ ANALYSIS = "band.json"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from depthwidth.fits import band
+    from depthwidth.fits import options
 
     p.add_argument("--preset", default="band", metavar="NAME|PATH", help="the runs to train (default band)")
     p.add_argument("--with", dest="with_dirs", action="append", metavar="DIR",
                    help="another results directory whose records are read too, never written (repeatable; "
                         "default results/law; 'none' for no other)")
-    p.add_argument("--budgets", default=band.DEFAULT_BUDGETS, metavar="N,N,...",
-                   help=f"Kaplan N budgets (default {band.DEFAULT_BUDGETS})")
-    p.add_argument("--tolerance", default=str(band.DEFAULT_TOLERANCE), metavar="FACTOR",
-                   help=f"a shape is at budget B when its N is within this factor of B (default {band.DEFAULT_TOLERANCE})")
-    p.add_argument("--window", default=str(band.DEFAULT_WINDOW), metavar="FACTOR",
+    p.add_argument("--budgets", default=options.BAND_BUDGETS, metavar="N,N,...",
+                   help=f"Kaplan N budgets (default {options.BAND_BUDGETS})")
+    p.add_argument("--tolerance", default=str(options.BAND_TOLERANCE), metavar="FACTOR",
+                   help=f"a shape is at budget B when its N is within this factor of B (default {options.BAND_TOLERANCE})")
+    p.add_argument("--window", default=str(options.BAND_WINDOW), metavar="FACTOR",
                    help=f"each depth's L(N) slope is fitted on its cells within this factor of B "
-                        f"(default {band.DEFAULT_WINDOW})")
-    p.add_argument("--bootstrap", default=str(band.DEFAULT_BOOTSTRAP), metavar="B",
-                   help=f"seed-paired bootstrap replicates (default {band.DEFAULT_BOOTSTRAP}; 0: none)")
+                        f"(default {options.BAND_WINDOW})")
+    p.add_argument("--bootstrap", default=str(options.BAND_BOOTSTRAP), metavar="B",
+                   help=f"seed-paired bootstrap replicates (default {options.BAND_BOOTSTRAP}; 0: none)")
     p.add_argument("--no-sweep", action="store_true", help="train nothing: analyse the stored records only")
     p.add_argument("--data-dir", metavar="DIR", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
