@@ -53,9 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         add_json_flag(p)
         mod.add_args(p)
         p.set_defaults(func=mod.run)
-    e.set_defaults(func=lambda args: _no_name(e))
+    e.set_defaults(func=_no_name)
 
 
-def _no_name(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
+def _no_name(args: argparse.Namespace) -> int:
+    from depthwidth.errors import UserError
+
+    raise UserError(f"exp needs an experiment name: one of {', '.join(n for n, _ in EXPERIMENTS)} "
+                    "(depthwidth exp --help)")

@@ -19,7 +19,7 @@ from depthwidth.console import emit
 from depthwidth.errors import UserError
 from depthwidth.units import parse_float
 
-HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in % and as a parameter multiplier"
+HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in percent and as a parameter multiplier"
 DESCRIPTION = (
     "Kaplan et al. 2020 (section 3.1, Fig. 5): at fixed non-embedding N the loss varies only a few "
     "percent across aspect ratios d_model/n_layer from about 10 to 1000. Trains the 'band' preset's "
