@@ -149,6 +149,7 @@ def _checkpoints(rdir: Path, t):
     with interrupts.deferred():  # a Ctrl-C inside orbax's first import left it half-initialised
         import orbax.checkpoint as ocp
 
+        _drop_late_loop_callbacks()
         ckpt = ocp.CheckpointManager(
             (rdir / "ckpt").absolute(),
             options=ocp.CheckpointManagerOptions(max_to_keep=t.keep_ckpts, save_interval_steps=t.ckpt_every,
@@ -169,6 +170,31 @@ def _out_of_space(e: BaseException) -> bool:
     an OSError ENOSPC/EDQUOT/EFBIG, or tensorstore's RESOURCE_EXHAUSTED on writing a file."""
     return any((isinstance(x, OSError) and x.errno in NO_SPACE_ERRNOS) or "No space left" in str(x)
                or ("RESOURCE_EXHAUSTED" in str(x) and "writing" in str(x).lower()) for x in chain(e))
+
+
+def _is_late_loop_callback(u) -> bool:
+    return isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"
+
+
+def _drop_late_loop_callbacks() -> None:
+    """Process-wide, once: drop the "Event loop is closed" errors of tensorstore callbacks.
+
+    When a checkpoint write fails (a full disk, a signal), orbax closes its asyncio loop while
+    tensorstore futures are still pending; each one that completes later calls the closed loop's
+    ``call_soon_threadsafe`` from a C++ thread, and Python prints that RuntimeError through
+    ``sys.unraisablehook`` as a bare traceback (seen in CI after the one-line full-disk report).
+    Nothing is waiting for those futures, so the error carries no information; every other
+    unraisable exception still reaches the previous hook."""
+    prev = sys.unraisablehook
+    if getattr(prev, "_depthwidth", False):
+        return
+
+    def hook(u):
+        if not _is_late_loop_callback(u):
+            prev(u)
+
+    hook._depthwidth = True
+    sys.unraisablehook = hook
 
 
 @contextlib.contextmanager

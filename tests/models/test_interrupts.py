@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -138,3 +139,37 @@ def test_a_ctrl_c_that_a_library_re_raised_wrapped_is_still_interrupted(monkeypa
     monkeypatch.setattr(fits_cli, "_fit", wrapped)
     assert cli.main(["fit", "--results", "."]) == 130
     assert capsys.readouterr().err == "depthwidth: interrupted\n"
+
+
+_LATE_CALLBACK = """
+import asyncio, gc, sys, threading
+import tensorstore as ts
+from depthwidth.models import train
+if sys.argv[1] == "drop":
+    train._drop_late_loop_callbacks()
+    train._drop_late_loop_callbacks()  # idempotent: one wrapper, not two
+promise, future = ts.Promise.new()
+async def wait():
+    return await future
+loop = asyncio.new_event_loop()
+loop.create_task(wait())
+loop.run_until_complete(asyncio.sleep(0.01))
+loop.close()  # what orbax does when a save fails, with tensorstore futures still pending
+t = threading.Thread(target=lambda: promise.set_result(1))
+t.start(); t.join()
+class Other:
+    def __del__(self):
+        raise ValueError("another unraisable error")
+Other(); gc.collect()
+print("done", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("mode", ["drop", "control"])
+def test_a_tensorstore_callback_into_a_closed_loop_prints_nothing_but_other_errors_still_do(mode, engine_env):
+    # CI once saw this bare traceback after the one-line full-disk report (exit 1, but 7 lines)
+    done = subprocess.run([sys.executable, "-c", _LATE_CALLBACK, mode], env=engine_env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr.rstrip().endswith("done"), done.stderr[-2000:]
+    assert "ValueError: another unraisable error" in done.stderr
+    assert ("Event loop is closed" in done.stderr) == (mode == "control"), done.stderr[-2000:]
