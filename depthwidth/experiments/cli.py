@@ -52,7 +52,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="results directory (records go to OUT/runs/<run_id>/)")
     p.add_argument("--data-dir", help="directory with the raw corpora (default: $DEPTHWIDTH_DATA)")
     p.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
-    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (needs tensorboardX)")
+    tracker_args(p)
     p.add_argument("--distributed", action="store_true",
                    help="call jax.distributed.initialize() first (multi-host TPU VMs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -168,12 +168,29 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
+    tracker_args(p)
     add_devices_flag(p)
     if not results_required:
         return
     # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
     p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
     p.add_argument("--parent-pid", help=argparse.SUPPRESS)  # set by --jobs: the child dies with this process
+
+
+def tracker_args(p: argparse.ArgumentParser) -> None:
+    """``--tensorboard`` and ``--wandb``: copies of each run's log (depthwidth.models.trackers)."""
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also write each run's log as TensorBoard events in its run dir (needs tensorboardX)")
+    p.add_argument("--wandb", action="store_true",
+                   help="also log each run to Weights & Biases, one W&B run per run id (needs wandb; "
+                        "WANDB_PROJECT, WANDB_MODE=offline etc. are read from the environment)")
+
+
+def trackers_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The trackers the flags ask for, checked (a missing package is a UserError before any work)."""
+    from depthwidth.models.trackers import require
+
+    return require(n for n in ("tensorboard", "wandb") if getattr(args, n, False))
 
 
 def load(args: argparse.Namespace):
@@ -205,7 +222,10 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     child += ["--no-steal"] if args.no_steal else []
     child += ["--devices", args.devices] if args.devices is not None else []
+    trackers = trackers_of(args)
+    child += [f"--{t}" for t in trackers]
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
+            "trackers": trackers,
             "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
             "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
 
@@ -335,7 +355,7 @@ def _train(args) -> int:
     from depthwidth.models.train import train_run
 
     rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,
-                    progress=not args.quiet and sys.stderr.isatty(), tensorboard=args.tensorboard)
+                    progress=not args.quiet and sys.stderr.isatty(), trackers=trackers_of(args))
     text = (f"{rec['run_id']}: {rec['status']}  test_loss={_f(rec['test_loss'])} val_loss={_f(rec['val_loss'])} "
             f"nats/token  tokens={rec['tokens']:,}  {_f(rec['tokens_per_s'], '.0f')} tokens/s  "
             f"mfu={_f(rec['mfu'], '.3f')}  -> {args.out}/runs/{rec['run_id']}/record.json")

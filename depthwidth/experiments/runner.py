@@ -225,6 +225,7 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
               data_dir: str | Path | None = None, stale_after_s: float = DEFAULT_STALE_AFTER_S,
               heartbeat_s: float | None = None, settle_s: float = 1.0, steal: bool = True,
               progress: bool = True, verbose: bool = True, compile_cache: str | Path | None | bool = True,
+              trackers: tuple[str, ...] = (),
               train_fn: Callable[..., dict[str, Any] | None] | None = None,
               log: Callable[[str], None] = _stderr) -> SweepReport:
     """Train every run of ``preset`` that has no record under ``results`` (module docstring).
@@ -239,6 +240,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
         settle_s: wait (seconds) before re-reading a claim made by takeover or without hard links.
         steal: after its own runs, also take runs assigned to other workers that nobody holds.
         progress, verbose: the engine's per-run progress bar and messages.
+        trackers: where each run's log is also copied ("tensorboard", "wandb";
+            :mod:`depthwidth.models.trackers`), passed to the training function when not empty.
         compile_cache: True = JAX persistent compilation cache in :func:`compile_cache_dir`,
             a path = there, False/None = off. Only used with the real engine.
         train_fn: the training function (default :func:`depthwidth.models.train.train_run`).
@@ -258,6 +261,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
     engine = _Engine(train_fn, compile_cache)
     train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
+    if trackers:  # only then: a test's stand-in train_fn need not know the keyword
+        train_kw["trackers"] = tuple(trackers)
     with interrupts.sigterm_raises():  # so every claim is released on the way out
         for job in order:
             sweep.run(job, engine, stale_after_s=stale_after_s, settle_s=settle_s, heartbeat_s=hb, train_kw=train_kw)

@@ -6,7 +6,7 @@
 2. the engine (:func:`depthwidth.models.engine.build_engine`), on a CPU pinned to one thread;
 3. restore the last checkpoint, or initialise (:func:`_restore_or_init`);
 4. the loop (:func:`_train_loop`): a step, and at the end of each log window a log entry
-   (:class:`RunLogger`: ``log.jsonl``, TensorBoard, the progress bar), a validation loss at
+   (:class:`RunLogger`: ``log.jsonl``, the trackers, the progress bar), a validation loss at
    ``eval_every``, a checkpoint at ``ckpt_every``;
 5. the final evaluation and the :class:`~depthwidth.records.Record`, written atomically; the
    checkpoints are then deleted unless ``train.keep_weights``.
@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
 from depthwidth.errors import NO_SPACE_ERRNOS, StorageFull, UserError, chain
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
+from depthwidth.models import trackers as tracking
 from depthwidth.models.engine import (
     EVAL_CHUNKS,
     MFU_CONVENTION,
@@ -57,25 +59,25 @@ from depthwidth.models.engine import (
 
 def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path | None = None,
               resume: bool = True, progress: bool = True, stop_after: int | None = None,
-              tensorboard: bool = False, verbose: bool = True) -> dict[str, Any] | None:
+              trackers: Sequence[str] = (), verbose: bool = True) -> dict[str, Any] | None:
     """Train one run and write its record atomically to ``results_dir/runs/<run_id>/record.json``.
 
     Returns the record (:meth:`Record.to_dict`), or None when ``stop_after`` (steps done in
     this call, for tests of kill/resume) stopped the run before the end. A run whose record
     exists is not retrained. A non-finite loss ends the run with status 'diverged' (test_loss
-    null), not an exception. Raises UserError for bad data/config, or for ``tensorboard``
-    without tensorboardX (before anything is compiled).
+    null), not an exception. ``trackers`` ("tensorboard", "wandb": :mod:`depthwidth.models.trackers`)
+    also get each log entry and the final losses. Raises UserError for bad data/config, or for a
+    tracker whose package is missing (before anything is compiled).
     """
     with interrupts.sigterm_raises():  # SIGTERM stops a run as Ctrl-C does (interrupts module)
         return _train_run(cfg, results_dir, data_dir=data_dir, resume=resume, progress=progress,
-                          stop_after=stop_after, tensorboard=tensorboard, verbose=verbose)
+                          stop_after=stop_after, trackers=trackers, verbose=verbose)
 
 
 def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: bool, progress: bool,
-               stop_after: int | None, tensorboard: bool, verbose: bool) -> dict[str, Any] | None:
+               stop_after: int | None, trackers: Sequence[str], verbose: bool) -> dict[str, Any] | None:
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
-    if tensorboard:
-        _require_tensorboardx()
+    trackers = tracking.require(trackers)
     cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
     rdir = records.run_dir(results_dir, cfg.run_id())
     if (rdir / "record.json").exists():
@@ -91,14 +93,15 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
             state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
-        with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main,
-                       progress=progress, tensorboard=tensorboard) as logger:
+        with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
+                       trackers=trackers, config=cfg.to_dict()) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
             state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at)
-    if end.status == "finished" and end.step < t.steps:
-        return None  # stopped early on purpose (stop_after); the checkpoint holds the state
-    rec = _record(cfg, rcfg, engine, prepared, _final_eval(engine, state["params"], prepared, end.status),
-                  end, meter, start=start, prior_wall_s=logger.prior_wall_s)
+            if end.status == "finished" and end.step < t.steps:
+                return None  # stopped early on purpose (stop_after); the checkpoint holds the state
+            final = _final_eval(engine, state["params"], prepared, end.status)
+            logger.summary({"status": final.status, "test_loss": final.test_loss, "val_loss": final.val_loss})
+    rec = _record(cfg, rcfg, engine, prepared, final, end, meter, start=start, prior_wall_s=logger.prior_wall_s)
     if main:
         with interrupts.deferred(), _out_of_space_is_one_line(rdir):
             records.write_record(results_dir, rec)
@@ -108,18 +111,6 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
 
 
 # ------------------------------------------------------------------------------ the steps
-
-
-def _require_tensorboardx() -> None:
-    """UserError before anything is built or compiled if ``--tensorboard`` cannot be honoured."""
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("tensorboardX") is not None
-    except ValueError:  # a module object without a spec (e.g. set to None in sys.modules)
-        found = False
-    if not found:
-        raise UserError("--tensorboard needs tensorboardX: pip install 'depthwidth[tensorboard]' (or tensorboardX)")
 
 
 def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
@@ -291,26 +282,25 @@ class _Meter:
 class RunLogger:
     """Where a run's progress goes, from the main process only: ``log.jsonl`` (one JSON line per
     log window; on resume the lines up to the restored step are kept and the rest dropped),
-    TensorBoard events (``tb/``, optional, needs tensorboardX) and a tqdm bar (optional).
+    the trackers (:mod:`depthwidth.models.trackers`: TensorBoard, W&B; optional) and a tqdm bar
+    (optional).
 
     ``prior_wall_s`` is the training time logged before the restored step (seconds).
     """
 
     def __init__(self, rdir: Path, run_id: str, *, start: int, total_steps: int, main: bool,
-                 progress: bool, tensorboard: bool):
+                 progress: bool, trackers: Sequence[str] = (), config: dict[str, Any] | None = None):
         path = rdir / "log.jsonl"
         kept = _read_log(path, start) if start > 0 else []
         self.prior_wall_s = kept[-1].get("wall_s", 0.0) if kept else 0.0
-        self._fh = self._tb = self._bar = None
+        self._fh = self._bar = None
+        self._track = tracking.Trackers((), rdir, run_id, {})
         self._last_val: float | None = None
         if not main:
             return
         path.write_text("".join(json.dumps(e) + "\n" for e in kept))
         self._fh = open(path, "a")
-        if tensorboard:
-            from tensorboardX import SummaryWriter
-
-            self._tb = SummaryWriter(str(rdir / "tb"))
+        self._track = tracking.Trackers(trackers, rdir, run_id, config or {})
         if progress:
             from tqdm import tqdm
 
@@ -323,20 +313,21 @@ class RunLogger:
         if self._fh:
             self._fh.write(json.dumps(entry, allow_nan=True) + "\n")
             self._fh.flush()
-        if self._tb:
-            for k, v in entry.items():
-                if k != "step":
-                    self._tb.add_scalar(k, v, entry["step"])
+        self._track.log(entry)
         if self._bar:
             self._bar.update(entry["step"] - self._bar.n)
             self._bar.set_postfix(loss=f"{entry['loss']:.4f}", tok_s=f"{entry['tokens_per_s']:,.0f}",
                                   **({"val": f"{self._last_val:.4f}"} if self._last_val is not None else {}))
 
+    def summary(self, final: dict[str, Any]) -> None:
+        """The run's final metrics, for the trackers (the record holds them for everything else)."""
+        self._track.summary(final)
+
     def __enter__(self) -> RunLogger:
         return self
 
     def __exit__(self, *exc) -> None:
-        for sink in (self._bar, self._fh, self._tb):
+        for sink in (self._bar, self._fh, self._track):
             if sink:
                 sink.close()
 

@@ -70,8 +70,9 @@ def test_deleting_a_block_equals_zeroing_its_output_projections(loaded, i):
     # the 3-layer model without it, logits and test loss.
     import dataclasses
 
-    from depthwidth.models.model import LM
     from flax import nnx
+
+    from depthwidth.models.model import LM
 
     rec, cfg, params, ev = loaded
     assert cfg.model.pre_ln

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthwidth.experiments import seprank_train as st
-from depthwidth.theory import seprank, separation
+from depthwidth.theory import separation, seprank
 
 
 @pytest.fixture(scope="module")

@@ -48,13 +48,19 @@ def _wait_for_checkpoints(out, n, proc, timeout=300):
     raise AssertionError("no checkpoints appeared")
 
 
+# The CLI as a terminal starts it: Ctrl-C raises KeyboardInterrupt. Under nohup (or a pytest-xdist
+# worker) SIGINT arrives ignored and children inherit that, so the test sets Python's handler.
+_INTERACTIVE = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from depthwidth.cli import main; sys.exit(main())"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_checkpointing_is_one_line_and_the_run_resumes_exactly(sig, tmp_path, engine_env, cli_cmd,
                                                                                 reference):
     # Before: 37-200 lines of asyncio tracebacks for SIGINT (3 of 4 tries), and SIGTERM killed
     # `train` silently with status -15.
     out = tmp_path / "r"
-    proc = subprocess.Popen(cli_cmd + ARGS + ["--out", str(out)], env=engine_env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(_INTERACTIVE + ARGS + ["--out", str(out)], env=engine_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for_checkpoints(out, 2, proc)
     time.sleep(0.3)
@@ -107,7 +113,15 @@ def test_a_full_disk_is_one_line_exit_1_and_the_run_resumes_exactly(tmp_path, en
     assert rec["test_loss"] == reference["test_loss"]
 
 
-def test_deferred_holds_a_signal_until_the_block_ends():
+@pytest.fixture
+def interactive_sigint():
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal (not under nohup)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_deferred_holds_a_signal_until_the_block_ends(interactive_sigint):
     done = []
     with pytest.raises(KeyboardInterrupt):
         with interrupts.deferred():
