@@ -6,6 +6,13 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # One XLA:CPU thread, as every training run uses (depthwidth.hostcpu): pin before jax starts.
+# Under pytest-xdist (`./dw test -n auto`) worker gwK takes core K of the visible ones: pinning
+# to the least-pinned core would race, since the workers start at the same moment.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw") and _worker[2:].isdigit() and hasattr(os, "sched_getaffinity"):
+    _cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {_cores[int(_worker[2:]) % len(_cores)]})
+
 from depthwidth import hostcpu  # noqa: E402
 
 hostcpu.pin_one_core()
