@@ -16,7 +16,7 @@ from typing import Any
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
-from depthwidth.units import format_count, parse_count, parse_count_list, parse_int
+from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
 
 
 def _other_b_intervals(law: dict) -> list[str]:
@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cells-of", default=None, metavar="DIR",
                    help="use only the (depth, width) cells that also have runs in results directory DIR "
                         "(compare two sweeps, e.g. two training lengths, on matched cells)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="use only the runs of these seeds (e.g. 0: compare a sweep that has one seed so far "
+                        "with the same seed of another)")
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
@@ -244,9 +247,11 @@ def _fit(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
-    if args.cells_of and not args.out:
-        raise UserError("--cells-of needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
-    table = load_table(args.results, cells_of=args.cells_of)
+    for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds)):
+        if given and not args.out:
+            raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
+    seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds else None
+    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds)
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"
     write_json_atomic(out, stored_fit(fit, out))
@@ -280,7 +285,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     t = fit["table"]
     lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
              f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"
-             + (f" (only the cells that {t['cells_of']} also has)" if t.get("cells_of") else "")]
+             + (f" (only the cells that {t['cells_of']} also has)" if t.get("cells_of") else "")
+             + (f" (only seeds {','.join(map(str, t['seeds']))})" if t.get("seeds") is not None else "")]
     for e in t["excluded"]:
         lines.append(f"  excluded {e['run_id']}: {e['reason']}")
     for u in t["unfinished"]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ class ResultsTable:
     chunks: dict[tuple[int, int], list[list[float]] | None] | None = None
     other_kinds: dict[str, str] = field(default_factory=dict)
     cells_of: str | None = None  # the results directory whose cells this table was restricted to
+    seeds: list[int] | None = None  # the seeds this table was restricted to (None: all)
 
     def depths(self) -> list[int]:
         return sorted(int(x) for x in self.cells["n_layer"].unique())
@@ -74,6 +76,7 @@ class ResultsTable:
             ],
             "unfinished": list(self.unfinished),
             **({"cells_of": self.cells_of} if self.cells_of else {}),
+            **({"seeds": list(self.seeds)} if self.seeds is not None else {}),
         }
 
 
@@ -129,11 +132,14 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-def load_table(results: str | Path, cells_of: str | Path | None = None) -> ResultsTable:
+def load_table(results: str | Path, cells_of: str | Path | None = None,
+               seeds: Iterable[int] | None = None) -> ResultsTable:
     """Load every record under ``results`` into a :class:`ResultsTable`.
 
     ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
     run there are kept (e.g. the same grid at two training lengths, compared on matched cells).
+    ``seeds``: only the training records of these seeds are loaded (e.g. to compare a sweep that
+    has one seed so far with the same seed of another); the others are not in the table at all.
 
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
     configurations differ beyond the seed, or no run is usable.
@@ -144,6 +150,9 @@ def load_table(results: str | Path, cells_of: str | Path | None = None) -> Resul
         other = load_table(cells_of).cells
         keep = {(int(L), int(d)) for L, d in zip(other["n_layer"], other["d_model"])}
         every = [r for r in every if kind_of(r) != TRAIN or (r.get("n_layer"), r.get("d_model")) in keep]
+    if seeds is not None:
+        seeds = sorted({int(s) for s in seeds})
+        every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
     records = [r for r in every if kind_of(r) == TRAIN]
     root = Path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
@@ -187,4 +196,4 @@ def load_table(results: str | Path, cells_of: str | Path | None = None) -> Resul
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
                         unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
-                        cells_of=str(cells_of) if cells_of is not None else None)
+                        cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds)

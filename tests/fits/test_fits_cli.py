@@ -250,3 +250,25 @@ def test_a_missing_interval_says_why_in_the_text(tmp_path, capsys):
     assert main(["query", "--params", "100K", "--fit", str(f)]) == 0
     out = capsys.readouterr().out
     assert f"note: no 95% interval: only {frac:.1%} of the (a, b) samples have a solution" in out
+
+
+def test_fit_on_some_seeds_only(tmp_path, capsys):
+    # `fit --seeds 0` on a 2-seed sweep: the table holds only seed 0's records (one per cell)
+    from depthwidth.fits.synthetic import write_synthetic
+    from depthwidth.fits.table import load_table
+
+    write_synthetic(tmp_path / "A", depths=(2, 4), n_seeds=2, per_decade=3)
+    full, one = load_table(tmp_path / "A"), load_table(tmp_path / "A", seeds=[0])
+    assert set(full.runs["seed"]) == {0, 1} and set(one.runs["seed"]) == {0}
+    assert len(one.runs) == len(full.cells) == len(one.cells) and (one.cells["n_seeds"] == 1).all()
+    for key, losses in one.losses.items():
+        seeds = full.cells.set_index(["n_layer", "d_model"]).loc[key, "seeds"]
+        assert losses == [full.losses[key][seeds.index(0)]]
+    assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", "0"]) == 2  # would overwrite A's fit.json
+    assert "--seeds needs --out" in capsys.readouterr().err
+    assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", "x", "--out", str(tmp_path / "f.json")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", "0", "--bootstrap", "50",
+                 "--out", str(tmp_path / "f.json")]) == 0
+    assert "(only seeds 0)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "f.json").read_text())["table"]["seeds"] == [0]
