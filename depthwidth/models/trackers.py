@@ -75,9 +75,14 @@ class _WandB:
     def __init__(self, rdir: Path, run_id: str, config: dict[str, Any]):
         import wandb
 
-        self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "depthwidth", id=run_id, name=run_id,
-                               resume="allow", dir=str(rdir), config=config,
-                               settings=wandb.Settings(console="off"))
+        try:
+            self._run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "depthwidth", id=run_id,
+                                   name=run_id, resume="allow", dir=str(rdir), config=config,
+                                   settings=wandb.Settings(console="off"))
+        except Exception as e:  # no network, no login, a bad entity: the same for every run of a sweep
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise UserError(f"--wandb: could not start a W&B run ({type(e).__name__}: {first}); log in "
+                            "(wandb login / WANDB_API_KEY) or set WANDB_MODE=offline") from None
 
     def log(self, entry: dict[str, Any]) -> None:
         self._run.log({k: v for k, v in entry.items() if k != "step"}, step=int(entry["step"]))

@@ -209,3 +209,18 @@ def test_the_run_record_does_not_depend_on_the_trackers(tmp_path, monkeypatch):
     b = train_run(CFG, tmp_path / "b", progress=False, verbose=False, trackers=("wandb",))
     assert (a["run_id"], a["test_loss"], a["val_loss"], a["train_loss"]) == \
         (b["run_id"], b["test_loss"], b["val_loss"], b["train_loss"])
+
+
+def test_a_wandb_run_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
+    # e.g. online mode without a login or network: W&B raises; the sweep would fail every run alike
+    _fake_wandb(monkeypatch)
+
+    def refuse(**kw):
+        raise RuntimeError("api_key not configured (no-tty)\ncall wandb.login()")
+
+    monkeypatch.setattr(sys.modules["wandb"], "init", refuse)
+    assert main(["train", "--out", str(tmp_path), "--wandb", "--set", "train.steps=2", "--set", "train.warmup_steps=0",
+                 "--set", "mesh.data=1", "--set", "model.d_model=16", "--set", "model.n_layer=1"]) == 2
+    err = [x for x in capsys.readouterr().err.strip().splitlines() if not x.startswith("compiled train step")]
+    assert len(err) == 1 and "could not start a W&B run (RuntimeError: api_key not configured" in err[0], err
+    assert "WANDB_MODE=offline" in err[0]
