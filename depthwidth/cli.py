@@ -33,7 +33,8 @@ class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line and exit code 2 (no usage dump)."""
 
     def error(self, message: str) -> None:  # noqa: D102 - argparse hook
-        raise UserError(f"{self.prog}: {message}")
+        sub = self.prog.partition(" ")[2]  # "depthwidth exp latency" -> "exp latency": the CLI prints "depthwidth: "
+        raise UserError(f"{sub}: {message}" if sub else message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -59,20 +59,29 @@ def parse_float(text: str | float, *, name: str = "value", above: float = 0.0, w
     return v
 
 
-def parse_int_list(text: str, *, name: str = "list", minimum: int = 1) -> list[int]:
-    """Parse ``"3,12,27"`` into ``[3, 12, 27]``; raise UserError on an empty or bad element."""
-    items = [t for t in str(text).split(",") if t.strip()]
-    if not items:
+def _items(text: str, name: str, unique: bool) -> list[str]:
+    """The comma-separated elements of ``text``; UserError for none, an empty one ("3,,4", a
+    trailing comma: usually a typo, not a shorter list) or, with ``unique``, a repeated one."""
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items):
         raise UserError(f"{name} is empty")
-    return [parse_int(t, name=name, minimum=minimum) for t in items]
+    if "" in items:
+        raise UserError(f"{name} has an empty element: {text!r}")
+    if unique and len(set(items)) < len(items):
+        raise UserError(f"{name} repeats an element: {text!r}")
+    return items
 
 
-def parse_count_list(text: str, *, name: str = "list") -> list[float]:
-    """Parse ``"125M,1.3B,175B"`` into floats; raise UserError on an empty or bad element."""
-    items = [t for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise UserError(f"{name} is empty")
-    return [parse_count(t, name=name) for t in items]
+def parse_int_list(text: str, *, name: str = "list", minimum: int = 1, unique: bool = False) -> list[int]:
+    """Parse ``"3,12,27"`` into ``[3, 12, 27]``; raise UserError on an empty, bad or (with
+    ``unique``) repeated element."""
+    return [parse_int(t, name=name, minimum=minimum) for t in _items(text, name, unique)]
+
+
+def parse_count_list(text: str, *, name: str = "list", unique: bool = False) -> list[float]:
+    """Parse ``"125M,1.3B,175B"`` into floats; raise UserError on an empty, bad or (with
+    ``unique``) repeated element."""
+    return [parse_count(t, name=name) for t in _items(text, name, unique)]
 
 
 _UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"), (1.0, ""))

@@ -25,6 +25,15 @@ FIXED = [
     (["sweep", "--preset", "smoke", "--results", "afile"], "not a directory"),
     (["train", "--preset", "smoke", "--out", "afile"], "--out afile exists and is not a directory"),
     (["reproduce", "--preset", "smoke", "--results", "afile"], "not a directory"),
+    # found after the seed experiments (issue 11): an OSError after the work, an empty or repeated
+    # element silently dropped or measured twice, argparse's message prefixed twice
+    (["exp", "latency", "--results", "afile"], "--results afile exists and is not a directory"),
+    (["exp", "triple", "--no-train", "--out", "afile"], "--out afile exists and is not a directory"),
+    (["exp", "layerdrop", "--k", "1,1"], "--k repeats an element"),
+    (["exp", "sawtooth", "--depths", "3,,4"], "--depths has an empty element"),
+    (["theory", "shapes", "--budget", "1M", "--depths", "2,4,"], "--depths has an empty element"),
+    (["fit", "--results", ".", "--seeds", "0,,1", "--out", "f.json"], "--seeds has an empty element"),
+    (["exp", "latency", "--shapes"], "error: exp latency: argument --shapes: expected one argument"),
 ]
 
 # Cases that already held: the contract for every subcommand.

@@ -52,8 +52,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
         add_json_flag(p)
         mod.add_args(p)
-        p.set_defaults(func=mod.run)
+        p.set_defaults(func=_paths_checked(mod.run))
     e.set_defaults(func=_no_name)
+
+
+def _paths_checked(run):
+    """``run`` after a check that ``--results`` and ``--out`` are not files, so such a mistake is
+    one line before any work (measuring, training), not an OSError after it."""
+    def checked(args: argparse.Namespace) -> int:
+        from pathlib import Path
+
+        from depthwidth.errors import UserError
+
+        for flag, path in (("--results", args.results), ("--out", args.out)):
+            if path and Path(path).exists() and not Path(path).is_dir():
+                raise UserError(f"{flag} {path} exists and is not a directory")
+        return run(args)
+
+    return checked
 
 
 def _no_name(args: argparse.Namespace) -> int:

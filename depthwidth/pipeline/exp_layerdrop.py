@@ -41,11 +41,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def parse_ks(text: str) -> list[int]:
-    """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but comma-separated integers."""
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--k must be comma-separated integers, got {text!r}") from None
+    """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but distinct comma-separated integers >= 1
+    (a repeated k would measure the same deletions twice)."""
+    from depthwidth.units import parse_int_list
+
+    return parse_int_list(text, name="--k", minimum=1, unique=True)
 
 
 def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any], Path]:
