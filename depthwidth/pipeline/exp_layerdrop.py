@@ -41,11 +41,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def parse_ks(text: str) -> list[int]:
-    """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but distinct comma-separated integers >= 1
+    """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but distinct comma-separated integers
     (a repeated k would measure the same deletions twice)."""
     from depthwidth.units import parse_int_list
 
-    return parse_int_list(text, name="--k", minimum=1, unique=True)
+    return parse_int_list(text, name="--k", minimum=0, unique=True)  # 0 and too large: check_ks says the range
 
 
 def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any], Path]:

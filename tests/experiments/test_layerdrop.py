@@ -190,7 +190,8 @@ def test_paired_standard_error_by_hand():
 @pytest.mark.parametrize("argv, needle", [
     (["--k", "0"], "--k 0: the run length must be in 1..3"),
     (["--k", "4"], "--k 4: the run length must be in 1..3"),
-    (["--k", "1,x"], "--k must be comma-separated integers"),
+    (["--k", "1,x"], "cannot parse --k 'x'"),
+    (["--k", "2,2"], "--k repeats an element"),
     (["--control-seeds", "-1"], "--control-seeds must be >= 0"),
 ])
 def test_bad_input_is_one_line(trained, tmp_path, capsys, argv, needle):
