@@ -358,7 +358,11 @@ def _train(args) -> int:
     if args.distributed or cluster:
         from depthwidth.models.sharding import initialize_distributed
 
-        initialize_distributed(*(cluster or ()))
+        try:
+            initialize_distributed(*(cluster or ()))
+        except UserError as e:
+            hint = "" if cluster else " (jax found no cluster here; give --coordinator, --num-processes, --process-id)"
+            raise UserError(f"{e}{hint}") from None
     from depthwidth.models.train import train_run
 
     rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,

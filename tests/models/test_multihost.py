@@ -126,3 +126,14 @@ def test_bad_cluster_flags_are_one_line_exit_2(argv, msg, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("depthwidth: error:") and msg in err[0], err
     assert not list(tmp_path.iterdir())  # refused before any work
+
+
+def test_distributed_without_a_cluster_says_which_flags_to_give(tmp_path, engine_env, cli_cmd):
+    # A subprocess: jax.distributed.initialize refuses to run after this process's backend started.
+    env = {k: v for k, v in engine_env.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    done = subprocess.run(cli_cmd + ["train", "--preset", "smoke", "--out", str(tmp_path / "o"), "--distributed"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, done.stderr[-2000:]
+    assert "jax.distributed.initialize failed" in err[0] and "--coordinator, --num-processes, --process-id" in err[0]
+    assert not (tmp_path / "o").exists()
