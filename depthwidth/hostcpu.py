@@ -30,8 +30,10 @@ CPU_THREADS = 1
 _state: dict[str, Any] = {}
 
 
-def _accelerator_expected() -> bool:
-    """True when jax will probably start a GPU/TPU backend (then the CPU is not pinned)."""
+def accelerator_expected() -> bool:
+    """True when jax will probably start a GPU/TPU backend (then the CPU is not pinned, and
+    multi-process runs leave the CPU collectives alone): ``JAX_PLATFORMS`` names a platform
+    other than cpu, or, with it unset, an accelerator plugin is installed."""
     plats = os.environ.get("JAX_PLATFORMS", "").strip().lower()
     if plats:
         return any(p not in ("", "cpu") for p in plats.split(","))
@@ -88,7 +90,7 @@ def pin_one_core() -> dict[str, Any]:
         cores = sorted(os.sched_getaffinity(0))
         _state["cores_visible"] = len(cores)
         _state["pinned"] = False
-        if len(cores) > CPU_THREADS and not _backend_started() and not _accelerator_expected():
+        if len(cores) > CPU_THREADS and not _backend_started() and not accelerator_expected():
             os.sched_setaffinity(0, {least_pinned_core(cores)})
             _state["pinned"] = True
     return host_info()

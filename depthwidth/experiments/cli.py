@@ -54,7 +54,13 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
     tracker_args(p)
     p.add_argument("--distributed", action="store_true",
-                   help="call jax.distributed.initialize() first (multi-host TPU VMs)")
+                   help="call jax.distributed.initialize() first, the cluster detected by jax "
+                        "(Cloud TPU VMs, SLURM, Open MPI); elsewhere give the next three flags")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="multi-process run: address of process 0, which listens on PORT "
+                        "(implies --distributed; with --num-processes and --process-id)")
+    p.add_argument("--num-processes", metavar="N", help="multi-process run: number of processes (hosts)")
+    p.add_argument("--process-id", metavar="I", help="multi-process run: this process's index, 0..N-1")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_devices_flag(p)
     add_json_flag(p)
@@ -345,13 +351,18 @@ def _base_config(args):
 
 
 def _train(args) -> int:
+    cluster = distributed_args(args)
     cfg = _base_config(args)
     if Path(args.out).exists() and not Path(args.out).is_dir():  # as sweep --results: before any work
         raise UserError(f"--out {args.out} exists and is not a directory")
-    if args.distributed:
-        import jax
+    if args.distributed or cluster:
+        from depthwidth.models.sharding import initialize_distributed
 
-        jax.distributed.initialize()
+        try:
+            initialize_distributed(*(cluster or ()))
+        except UserError as e:
+            hint = "" if cluster else " (jax found no cluster here; give --coordinator, --num-processes, --process-id)"
+            raise UserError(f"{e}{hint}") from None
     from depthwidth.models.train import train_run
 
     rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,
@@ -364,6 +375,29 @@ def _train(args) -> int:
             text += f"\n  {note}"
     emit(args, rec, text)
     return 0 if rec["status"] == "finished" else 1
+
+
+def distributed_args(args) -> tuple[str, int, int] | None:
+    """(coordinator, num_processes, process_id) from ``--coordinator``, ``--num-processes`` and
+    ``--process-id``, or None when none is given. Raises UserError (one line) unless all three
+    are given, HOST:PORT has a host and a port in 1..65535, N >= 1 and 0 <= I < N."""
+    from depthwidth.units import parse_int
+
+    given = {"--coordinator": args.coordinator, "--num-processes": args.num_processes,
+             "--process-id": args.process_id}
+    if all(v is None for v in given.values()):
+        return None
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise UserError(f"--coordinator, --num-processes and --process-id go together; missing {', '.join(missing)}")
+    host, sep, port = args.coordinator.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {args.coordinator!r}")
+    n = parse_int(args.num_processes, name="--num-processes", minimum=1)
+    i = parse_int(args.process_id, name="--process-id", minimum=0)
+    if i >= n:
+        raise UserError(f"--process-id must be in 0..{n - 1} with --num-processes {n}, got {i}")
+    return f"{host}:{port}", n, i
 
 
 def _f(v, fmt: str = ".4f") -> str:

@@ -5,6 +5,9 @@
 - data parallel:       every parameter rule None, ``batch -> data``;
 - tensor parallel:     ``mlp``/``heads``/``vocab -> model`` (the default rules);
 - FSDP (ZeRO-3 style): additionally ``embed -> data``.
+
+Multi-process runs (:func:`initialize_distributed`) see one global mesh over every process's
+devices; each process feeds its rows of the global batch (:func:`global_batch`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,38 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from depthwidth import hostcpu
 from depthwidth.config import MeshConfig
 from depthwidth.errors import UserError
+
+CPU_COLLECTIVES = "gloo"  # jax's own cross-process CPU collectives; "mpi" needs an MPI install
+
+
+def initialize_distributed(coordinator: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None) -> None:
+    """Join a multi-process jax run (``jax.distributed.initialize``) before jax starts its backend.
+
+    With no arguments jax detects the cluster (Cloud TPU VMs, SLURM, Open MPI); elsewhere give
+    all three: ``coordinator`` "HOST:PORT" of process 0 (which listens there), the number of
+    processes and this one's index (0..num_processes-1). On the CPU platform the cross-process
+    collectives are set to :data:`CPU_COLLECTIVES` unless ``JAX_CPU_COLLECTIVES_IMPLEMENTATION``
+    chooses one. Raises UserError (one line) when jax cannot join the run, e.g. the
+    coordinator is unreachable within jax's initialization timeout (300 s).
+    """
+    import os
+
+    if not hostcpu.accelerator_expected() and not os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"):
+        # The jax we require (>= 0.7) already defaults to gloo; set anyway because the default
+        # has changed before (until jax 0.5.1 it was none, and a collective that spans processes
+        # failed at run time) and a multi-process CPU run cannot work without one.
+        jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
+    try:
+        jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                                   process_id=process_id)
+    except (RuntimeError, ValueError) as e:  # JaxRuntimeError is a RuntimeError
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        where = f" (coordinator {coordinator}, process {process_id} of {num_processes})" if coordinator else ""
+        raise UserError(f"jax.distributed.initialize failed{where}: {first}") from None
 
 
 def make_mesh(cfg: MeshConfig, devices: list | None = None) -> jax.sharding.Mesh:
