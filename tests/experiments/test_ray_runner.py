@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth.experiments import ray_runner, runner
+from depthwidth.experiments import ray_runner
 from depthwidth.experiments.presets import load_preset, with_overrides
 
 # The smoke preset, shorter: compilation, not steps, is most of a run's time here. A checkpoint
@@ -30,43 +30,37 @@ def _quiet(msg):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory, corpora_dir):
-    """A 2-CPU local Ray cluster for the module; its workers inherit this process's environment
-    (corpora, a private prepared-data cache, this checkout on PYTHONPATH)."""
+def ray_cluster(engine_env):
+    """A 2-CPU local Ray cluster for the module. Its workers see what a `depthwidth` subprocess
+    sees (engine_env: one CPU device, the real corpora, the session's prepared-data and
+    compilation cache) and import this checkout."""
     ray = pytest.importorskip("ray")
-    saved = {k: os.environ.get(k) for k in ("DEPTHWIDTH_DATA", "DEPTHWIDTH_CACHE", "PYTHONPATH")}
-    os.environ["DEPTHWIDTH_DATA"] = str(corpora_dir)
-    os.environ["DEPTHWIDTH_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     checkout = str(Path(__file__).resolve().parents[2])
-    os.environ["PYTHONPATH"] = os.pathsep.join([checkout] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else []))
+    env = {k: engine_env[k] for k in ("DEPTHWIDTH_DATA", "DEPTHWIDTH_CACHE", "JAX_PLATFORMS")}
+    env["XLA_FLAGS"] = ""  # not this process's 8 fake devices
+    env["PYTHONPATH"] = os.pathsep.join([checkout] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     # The kill test's train_fn lives in this module, which the workers cannot import by name.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     yield ray
     ray.shutdown()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
-def local_records(tmp_path_factory, ray_cluster):
-    """The preset trained by the plain runner in this process: {run_id: record}."""
+def local_records(tmp_path_factory, engine_env, cli_cmd):
+    """The preset trained by the plain runner (`depthwidth sweep` without --ray): {run_id: record}."""
     results = tmp_path_factory.mktemp("local")
-    cache = Path(os.environ["DEPTHWIDTH_CACHE"]) / "jax"
-    rep = runner.run_sweep(PRESET, results, progress=False, verbose=False, compile_cache=cache, log=_quiet)
-    assert rep.finished == len(PRESET.runs) and not rep.failed
-    return {p.parent.name: json.loads(p.read_text()) for p in results.glob("runs/*/record.json")}
+    sets = [x for o in OVERRIDES for x in ("--set", o)]
+    p = subprocess.run(cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--no-progress", *sets],
+                       env=engine_env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return {q.parent.name: json.loads(q.read_text()) for q in results.glob("runs/*/record.json")}
 
 
 @pytest.fixture(scope="module")
 def ray_results(tmp_path_factory, ray_cluster, local_records):
     results = tmp_path_factory.mktemp("ray") / "results"
-    cache = Path(os.environ["DEPTHWIDTH_CACHE"]) / "jax"
-    rep = ray_runner.run_ray_sweep(PRESET, results, ray_runner.RayOptions(), verbose=False, compile_cache=cache,
-                                   log=_quiet)
+    rep = ray_runner.run_ray_sweep(PRESET, results, ray_runner.RayOptions(), verbose=False, log=_quiet)
     return results, rep
 
 
@@ -130,9 +124,8 @@ def test_a_killed_worker_is_retried_and_resumes_from_its_checkpoint(tmp_path, ra
     (run_id,) = [r.run_id() for r in one.runs]
     results, attempts = tmp_path / "results", tmp_path / "attempts.jsonl"
     kill = KillOnce(str(tmp_path / "killed"), str(attempts))
-    cache = Path(os.environ["DEPTHWIDTH_CACHE"]) / "jax"
     rep = ray_runner.run_ray_sweep(one, results, ray_runner.RayOptions(max_retries=2), train_fn=kill,
-                                   verbose=False, compile_cache=cache, log=_quiet)
+                                   verbose=False, log=_quiet)
     calls = [json.loads(line) for line in attempts.read_text().splitlines()]
     # Two attempts in two processes; the second found the first one's checkpoint.
     assert len(calls) == 2 and calls[0]["pid"] != calls[1]["pid"]
