@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from depthwidth import interrupts
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims, runner
 from depthwidth.experiments.presets import Preset
@@ -119,7 +120,8 @@ def _connect(ray, opts: RayOptions) -> bool:
         return False
     try:
         if opts.address == "local":
-            ray.init(num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False)
+            # address="local": a new cluster even where RAY_ADDRESS or a `ray start` one exists
+            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False)
         else:
             ray.init(address=opts.address)
     except (ConnectionError, ValueError, RuntimeError) as e:
@@ -202,22 +204,25 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     jobs = runner.plan(preset, results)
     started = _connect(ray, opts)
     try:
-        sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
-        sweep.tag = f"[sweep {preset.name} ray]"
-        kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
-              "progress": False, "verbose": verbose}
-        task = ray.remote(**opts.task_options())(train_task)
-        refs = {}
-        for job in jobs:
-            if sweep.record_of(job) is None:
-                remote_job = dataclasses.replace(job, results=str(Path(job.results).absolute()))
-                ref = task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
-                                  settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn, compile_cache=compile_cache)
-                refs[ref] = job
-        log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
-            f"{_slots(ray, opts)} can run at once")
-        _collect(ray, refs, sweep, opts, log)
-        return sweep.finish()
+        # ray.init put in a SIGTERM handler of its own (exit at once): ours again, so that
+        # SIGTERM cancels the tasks and releases their claims as Ctrl-C does.
+        with interrupts.sigterm_raises():
+            sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
+            sweep.tag = f"[sweep {preset.name} ray]"
+            kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
+                  "progress": False, "verbose": verbose}
+            task = ray.remote(**opts.task_options())(train_task)
+            refs = {}
+            for job in jobs:
+                if sweep.record_of(job) is None:
+                    remote_job = dataclasses.replace(job, results=str(Path(job.results).absolute()))
+                    refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
+                                     settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn,
+                                     compile_cache=compile_cache)] = job
+            log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
+                f"{_slots(ray, opts)} can run at once")
+            _collect(ray, refs, sweep, opts, log)
+            return sweep.finish()
     finally:
         if started:
             ray.shutdown()

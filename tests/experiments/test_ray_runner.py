@@ -163,6 +163,27 @@ class _DieOn:
         return rec
 
 
+def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, ray_cluster, engine_env, cli_cmd):
+    pytest.importorskip("ray")
+    results = tmp_path / "r"
+    cmd = cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--ray", "local", "--ray-num-cpus", "2",
+                     "--set", "train.steps=5000", "--no-progress"]  # long runs: still training when stopped
+    p = subprocess.Popen(cmd, env=engine_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    # Stopped while training (past a checkpoint). A cancel that lands while a worker still
+    # compiles can be swallowed by a jax callback; that claim is then left to the stale rules.
+    while not list(results.glob("runs/*/ckpt/50")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-3000:]
+    # The driver's own lines: no traceback (a cancelled worker's output, forwarded by Ray with a
+    # "(train_task pid=...)" prefix, may have one: a KeyboardInterrupt inside a jax callback).
+    driver = [line for line in err.strip().splitlines() if "(train_task" not in line]
+    assert driver[-1] == "depthwidth: interrupted" and not any("Traceback" in line for line in driver)
+    assert not list(results.glob("runs/*/claim.json")) and not list(results.glob("runs/*/record.json"))
+
+
 def _cli(args, extra="", env=None):
     code = (f"import sys\n{extra}\nfrom depthwidth.cli import main\nrc = main({args!r})\n"
             "print('RAY_IMPORTED' if 'ray' in sys.modules else 'NO_RAY', file=sys.stderr)\nsys.exit(rc)")
