@@ -306,7 +306,9 @@ def _cancel(ray, pending: list, log: Callable[[str], None]) -> None:
     """Cancel the tasks not yet finished and give running ones ``CANCEL_GRACE_S`` to stop.
 
     ``force=False`` raises KeyboardInterrupt inside a running task, so its claim is released and
-    its last checkpoint stays; a second Ctrl-C skips the wait.
+    its last checkpoint stays; a second Ctrl-C skips the wait. A KeyboardInterrupt that lands in
+    a jax callback while the worker still compiles can be swallowed there; that task then dies
+    with the cluster, and its claim (dead pid) is left to the claims' stale rules.
     """
     if not pending:
         return
