@@ -18,7 +18,9 @@ Protocol
   once when it was made on this machine (same host name and boot id) by a process that no
   longer runs (so a sweep restarted after a kill does not wait for the timeout). Hosts must
   agree on the time to well within ``stale_after_s`` (NTP). An unreadable claim counts its
-  file's modification time as its heartbeat.
+  file's modification time as its heartbeat. A caller may bring its own token (``try_claim``'s
+  ``token``): a claim carrying that token is its own earlier, dead attempt's and is taken over
+  at once on any host (a Ray task's retries share one token).
 * **Release**: delete the file when the run ends, fails, or the worker is interrupted.
 
 Duplicate training is prevented, not made impossible: two workers can both own a run only if a
@@ -147,9 +149,10 @@ class Claim:
         return d
 
 
-def new_claim(run_id: str, worker: int, num_workers: int, now: float | None = None) -> Claim:
+def new_claim(run_id: str, worker: int, num_workers: int, now: float | None = None,
+              token: str | None = None) -> Claim:
     t = time.time() if now is None else now
-    return Claim(run_id=run_id, token=uuid.uuid4().hex, worker=worker, num_workers=num_workers,
+    return Claim(run_id=run_id, token=token or uuid.uuid4().hex, worker=worker, num_workers=num_workers,
                  host=socket.gethostname(), boot_id=boot_id(), pid=os.getpid(), claimed_at=t, heartbeat_at=t)
 
 
@@ -179,11 +182,18 @@ def is_stale(old: Any, *, now: float, stale_after_s: float, mtime: float | None)
 
 
 def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_s: float,
-              settle_s: float = 1.0, log: Callable[[str], None] | None = None) -> tuple[Claim | None, str]:
-    """Claim ``run_id`` for this process. Returns (claim, "") or (None, why not)."""
+              settle_s: float = 1.0, log: Callable[[str], None] | None = None,
+              token: str | None = None) -> tuple[Claim | None, str]:
+    """Claim ``run_id`` for this process. Returns (claim, "") or (None, why not).
+
+    ``token``: the claim's token (default a fresh uuid4). A claim file that already carries
+    this token was left by an earlier attempt of the same caller (a Ray task rerun after its
+    worker died, :mod:`depthwidth.experiments.ray_runner`) and is taken over at once, from any
+    host. The token must therefore be unique to one run of one sweep.
+    """
     rel = claim_rel(run_id)
     for _ in range(3):  # a claim released between our create and read: try again
-        claim = new_claim(run_id, worker, num_workers)
+        claim = new_claim(run_id, worker, num_workers, token=token)
         _HELD.add(claim.token)  # before it is visible: sibling threads must not see it as a dead pid's
         if store.create_exclusive(rel, claim.to_dict()):
             if store.enforces_exclusive:
@@ -193,7 +203,10 @@ def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_
         old = store.read_json(rel)
         if old is None:
             continue
-        stale, why = is_stale(old, now=time.time(), stale_after_s=stale_after_s, mtime=store.mtime(rel))
+        if token is not None and isinstance(old, dict) and old.get("token") == token:
+            stale, why = True, "left by an earlier attempt of this task"
+        else:
+            stale, why = is_stale(old, now=time.time(), stale_after_s=stale_after_s, mtime=store.mtime(rel))
         if not stale:
             return None, why
         if log:

@@ -175,6 +175,7 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
     tracker_args(p)
+    _ray_args(p)
     add_devices_flag(p)
     if not results_required:
         return
@@ -199,6 +200,56 @@ def trackers_of(args: argparse.Namespace) -> tuple[str, ...]:
     return require(n for n in ("tensorboard", "wandb") if getattr(args, n, False))
 
 
+def _ray_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Ray (pip install 'depthwidth[ray]'; depthwidth.experiments.ray_runner)")
+    g.add_argument("--ray", metavar="ADDRESS|local",
+                   help="run each run as a Ray task: 'local' starts a cluster on this machine, else the address "
+                        "of a running one (auto, ray://HOST:10001); --results must be a path every node sees")
+    g.add_argument("--ray-num-cpus", metavar="N", help="CPUs of a --ray local cluster (default: all of this machine's)")
+    g.add_argument("--ray-num-cpus-per-run", metavar="X", help="Ray CPUs each run asks for (default 1)")
+    g.add_argument("--ray-num-gpus-per-run", metavar="X", help="Ray GPUs each run asks for (default 0)")
+    g.add_argument("--ray-resources", action="append", default=[], metavar="NAME=N",
+                   help="a custom Ray resource each run asks for, e.g. TPU=4 (repeatable)")
+    g.add_argument("--ray-max-retries", metavar="N",
+                   help="reruns of a run's task after its worker or node died (default 3; -1: no limit)")
+
+
+def ray_options(args: argparse.Namespace):
+    """The :class:`~depthwidth.experiments.ray_runner.RayOptions` of ``--ray`` and its flags, or
+    None without ``--ray``; UserError for a Ray flag without --ray or with local-worker options."""
+    from depthwidth.units import parse_int
+
+    extra = [f for f, v in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-cpus-per-run", args.ray_num_cpus_per_run),
+                            ("--ray-num-gpus-per-run", args.ray_num_gpus_per_run),
+                            ("--ray-resources", args.ray_resources), ("--ray-max-retries", args.ray_max_retries)) if v]
+    if args.ray is None:
+        if extra:
+            raise UserError(f"{extra[0]} needs --ray ADDRESS|local")
+        return None
+    local = [f for f, v in (("--jobs", args.jobs != "1"), ("--worker", args.worker != "0"),
+                            ("--num-workers", args.num_workers != "1"), ("--no-steal", args.no_steal)) if v]
+    if local:
+        raise UserError(f"--ray places every run itself; drop {local[0]}")
+    from depthwidth.experiments.ray_runner import RayOptions, parse_resources
+
+    def per_run(text, name, default):
+        if text is None:
+            return default
+        v = parse_float(text, name=name, above=float("-inf"))
+        if v < 0:
+            raise UserError(f"{name} must be >= 0, got {text!r}")
+        return v
+
+    return RayOptions(
+        address=args.ray.strip(),
+        num_cpus=None if args.ray_num_cpus is None else parse_int(args.ray_num_cpus, name="--ray-num-cpus", minimum=1),
+        cpus_per_run=per_run(args.ray_num_cpus_per_run, "--ray-num-cpus-per-run", 1.0),
+        gpus_per_run=per_run(args.ray_num_gpus_per_run, "--ray-num-gpus-per-run", 0.0),
+        resources=parse_resources(args.ray_resources),
+        max_retries=3 if args.ray_max_retries is None else parse_int(args.ray_max_retries, name="--ray-max-retries",
+                                                                      minimum=-1))
+
+
 def load(args: argparse.Namespace):
     """The preset of ``--preset`` with the ``--set`` overrides applied."""
     from depthwidth.experiments.presets import load_preset, with_overrides
@@ -211,7 +262,8 @@ def _float(text: str, name: str) -> float:
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of run_sweep / run_local_jobs from the sweep options (:func:`sweep_args`)."""
+    """The keyword arguments of :func:`~depthwidth.experiments.ray_runner.run_sweep_on` (run_local_jobs,
+    or run_ray_sweep with ``ray``) from the sweep options (:func:`sweep_args`)."""
     from depthwidth.units import parse_int
 
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
@@ -233,7 +285,7 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
             "trackers": trackers,
             "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
-            "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child}
+            "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child, "ray": ray_options(args)}
 
 
 def download(preset, data_dir: str | None) -> None:
@@ -324,10 +376,10 @@ def end_sweep(args: argparse.Namespace, rep) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.runner import run_local_jobs
+    from depthwidth.experiments.ray_runner import run_sweep_on
 
     preset, kw = start_sweep(args)
-    rep = run_local_jobs(preset, args.results, kw.pop("child_args"), **kw)
+    rep = run_sweep_on(preset, args.results, kw.pop("child_args"), **kw)
     return end_sweep(args, rep)
 
 

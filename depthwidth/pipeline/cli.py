@@ -64,7 +64,7 @@ def _sweep(args: argparse.Namespace) -> int:
     """``depthwidth sweep`` (:mod:`depthwidth.experiments.cli`'s steps), refining after the grid
     with ``--refine``; a ``--refine-round`` child worker trains the round its parent computed
     (the same, from the same records)."""
-    from depthwidth.experiments.runner import run_local_jobs
+    from depthwidth.experiments.ray_runner import run_sweep_on
 
     if args.refine or args.refine_round:
         from depthwidth.pipeline import refine  # fits and pandas: only when refining
@@ -72,7 +72,7 @@ def _sweep(args: argparse.Namespace) -> int:
     child = kw.pop("child_args")
     if args.refine_round:
         preset, _ = refine.round_preset(preset, args.results)
-    rep = run_local_jobs(preset, args.results, child, **kw)
+    rep = run_sweep_on(preset, args.results, child, **kw)
     if args.refine and not rep.failed:
         rep = refine.refine_after_grid(preset, args.results, child, kw, rep)
     return end_sweep(args, rep)

@@ -207,10 +207,10 @@ def describe(props: list[dict[str, Any]]) -> list[str]:
 
 def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any], rep):
     """Refinement rounds after a finished grid (``sweep --refine``): each round's runs go to
-    :func:`~depthwidth.experiments.runner.run_local_jobs` (its child workers get
-    ``--refine-round``, which makes them compute the same round); returns ``rep`` (the grid's
+    :func:`~depthwidth.experiments.ray_runner.run_sweep_on` (run_local_jobs, whose child workers get
+    ``--refine-round``, which makes them compute the same round; or Ray with ``kw["ray"]``); returns ``rep`` (the grid's
     SweepReport) with the rounds' trained and failed runs added. Progress lines on stderr."""
-    from depthwidth.experiments.runner import run_local_jobs
+    from depthwidth.experiments.ray_runner import run_sweep_on
 
     if rep.remaining:
         print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
@@ -224,7 +224,7 @@ def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any]
             break
         for line in describe(props):
             print(f"[refine] round {rnd}: {line}", file=sys.stderr)
-        r = run_local_jobs(sub, results, child + ["--refine-round"], **kw)
+        r = run_sweep_on(sub, results, child + ["--refine-round"], **dict(kw))
         trained += r.trained
         failed += r.failed
         if r.failed or r.remaining:

@@ -31,8 +31,8 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     :class:`~depthwidth.experiments.presets.Preset`; module docstring); returns the summary dict.
 
     ``fit_options`` are the fit's (validated when constructed, so before any training);
-    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.runner.run_sweep`, or with ``jobs`` > 1
-    (and ``child_args``) to :func:`~depthwidth.experiments.runner.run_local_jobs`.
+    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.ray_runner.run_sweep_on`: the local
+    runner (``jobs`` > 1 with ``child_args``: several processes), or Ray with ``ray``.
 
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
@@ -86,14 +86,10 @@ def _stored_paths(summary: dict[str, Any], base: Path) -> dict[str, Any]:
 
 def _sweep(preset, results: str | Path, sweep_kwargs: dict[str, Any] | None):
     """Step 1: every run of the preset has a record (or is reported failed / busy)."""
-    from depthwidth.experiments import runner
+    from depthwidth.experiments.ray_runner import run_sweep_on
 
     kw = dict(sweep_kwargs or {})
-    if kw.get("jobs", 1) > 1:
-        return runner.run_local_jobs(preset, results, kw.pop("child_args"), **kw)
-    kw.pop("jobs", None)
-    kw.pop("child_args", None)
-    return runner.run_sweep(preset, results, **kw)
+    return run_sweep_on(preset, results, kw.pop("child_args", None), **kw)
 
 
 def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:

@@ -82,6 +82,25 @@ def test_live_process_on_this_host_is_not_stale(tmp_path):
     assert c is not None
 
 
+def test_a_claim_with_the_callers_own_token_is_taken_over_at_once(tmp_path):
+    # A Ray task's retry brings the token of its dead first attempt: that claim may come from
+    # another host with a fresh heartbeat, and is still its own.
+    store = claims.LocalStore(tmp_path)
+    left = claims.new_claim("r1", 0, 1, token="task-7")
+    left.host, left.pid = "another-node", 1
+    store.replace(claims.claim_rel("r1"), left.to_dict())
+    c, why = claims.try_claim(store, "r1", worker=0, num_workers=1, stale_after_s=600.0, settle_s=0.01, token="other")
+    assert c is None and "on another-node" in why
+    msgs = []
+    c, why = claims.try_claim(store, "r1", worker=0, num_workers=1, stale_after_s=600.0, settle_s=0.01,
+                              token="task-7", log=msgs.append)
+    assert c is not None and c.token == "task-7" and why == ""
+    assert msgs == ["taking over r1: left by an earlier attempt of this task"]
+    assert store.read_json(claims.claim_rel("r1"))["host"] != "another-node"
+    claims.release(store, c)
+    assert store.read_json(claims.claim_rel("r1")) is None
+
+
 def test_unreadable_claim_uses_file_age(tmp_path):
     store = claims.LocalStore(tmp_path)
     p = store.path(claims.claim_rel("r1"))

@@ -1,0 +1,342 @@
+"""The sweep runner on Ray: every run without a record is one Ray task, on any node of a cluster.
+
+``depthwidth sweep --preset P --results DIR --ray ADDRESS|local`` calls :func:`run_ray_sweep`.
+``local`` starts a Ray cluster on this machine (``ray.init(num_cpus=...)``); any other value is
+the address of a running cluster (``auto``, ``ray://host:10001``), joined with
+``ray.init(address=...)``. Ray is imported here only, and only when such a sweep starts: the
+default CPU path never loads it.
+
+* **Tasks.** The driver submits one task per run that has no ``record.json``, each asking for
+  :class:`RayOptions`' resources (default 1 CPU; GPUs or custom resources such as ``TPU=4``).
+  A task trains with :func:`depthwidth.models.train.train_run` (``resume=True``) and returns
+  the record; the driver collects them as they finish and prints the whole sweep's progress.
+* **Retries.** Ray reruns a task whose worker process or node died (``max_retries``); the rerun
+  resumes from the run's last orbax checkpoint. An exception raised by training is not retried:
+  that run is reported in ``failed`` and the other runs go on (as with :func:`run_sweep`).
+* **Claims.** Inside the task the run is claimed through :mod:`depthwidth.experiments.claims`,
+  so a Ray sweep and plain ``depthwidth sweep`` workers sharing one results directory never
+  train a run twice. The driver gives each task a claim token of its own that every retry of
+  that task reuses, so a retry takes over at once the claim its dead attempt left behind, on any
+  node (a dead claim of some *other* owner is taken over by the usual rules: dead pid on the
+  same machine, or a heartbeat older than ``stale_after_s``).
+* **Shared filesystem.** Every node reads and writes ``DIR`` (records, logs, checkpoints,
+  claims), so ``DIR`` must be one path that all nodes see: NFS, a gcsfuse mount, or this
+  machine's disk for a local cluster. URLs (``gs://...``) are refused. Corpora come from
+  ``data_dir`` (or ``$DEPTHWIDTH_DATA`` on each node), and every node needs the same version of
+  this package installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import statistics
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from depthwidth import interrupts
+from depthwidth.errors import UserError
+from depthwidth.experiments import claims, runner
+from depthwidth.experiments.presets import Preset
+
+RAY_MISSING = "--ray needs Ray: pip install 'depthwidth[ray]'"
+DEFAULT_MAX_RETRIES = 3
+CANCEL_GRACE_S = 30.0  # how long Ctrl-C waits for cancelled tasks to release their claims
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where the tasks run and what each asks for.
+
+    address: "local" (start a cluster here) or a Ray address ("auto", "ray://host:10001");
+    num_cpus: CPUs of a local cluster (default os.cpu_count(); unused with an address);
+    cpus_per_run, gpus_per_run: Ray resource units requested by each run's task;
+    resources: custom resources per task, e.g. {"TPU": 4}; max_retries: how often Ray reruns a
+    task whose worker or node died (-1: without limit).
+    """
+
+    address: str = "local"
+    num_cpus: int | None = None
+    cpus_per_run: float = 1.0
+    gpus_per_run: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)
+    max_retries: int = DEFAULT_MAX_RETRIES
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            raise UserError("--ray needs an address: local, auto or ray://HOST:PORT")
+        if self.num_cpus is not None and self.num_cpus < 1:
+            raise UserError(f"--ray-num-cpus must be >= 1, got {self.num_cpus}")
+        if self.cpus_per_run < 0 or self.gpus_per_run < 0 or any(v <= 0 for v in self.resources.values()):
+            raise UserError("--ray-num-cpus-per-run and --ray-num-gpus-per-run must be >= 0, --ray-resources > 0")
+        if self.max_retries < -1:
+            raise UserError(f"--ray-max-retries must be >= -1, got {self.max_retries}")
+
+    def task_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``ray.remote`` for one run's task."""
+        # A GPU or TPU stays held by the process that opened it: one run per worker process
+        # frees it for the next task. CPU-only workers are reused (jax is imported once).
+        exclusive = self.gpus_per_run > 0 or bool(self.resources)
+        return {"num_cpus": self.cpus_per_run, "num_gpus": self.gpus_per_run, "resources": dict(self.resources),
+                "max_retries": self.max_retries, "retry_exceptions": False, "max_calls": 1 if exclusive else 0}
+
+
+def parse_resources(items: list[str]) -> dict[str, float]:
+    """``["TPU=4", "accel=0.5"]`` -> {"TPU": 4.0, "accel": 0.5}. Raises UserError on a bad item."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        try:
+            n = float(value)
+        except ValueError:
+            n = float("nan")
+        if not sep or not name or not n > 0 or n == float("inf") or name in ("CPU", "GPU"):
+            raise UserError(f"--ray-resources {item!r}: expected NAME=N with N > 0 (e.g. TPU=4; CPUs and GPUs "
+                            "have their own flags)")
+        out[name] = n
+    return out
+
+
+def import_ray():
+    """The ``ray`` module; UserError (:data:`RAY_MISSING`) when it is not installed."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(RAY_MISSING) from None
+    return ray
+
+
+def _connect(ray, opts: RayOptions) -> bool:
+    """Start or join the cluster unless this process already did; True if this call did."""
+    if ray.is_initialized():
+        return False
+    try:
+        if opts.address == "local":
+            # address="local": a new cluster even where RAY_ADDRESS or a `ray start` one exists
+            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False)
+        else:
+            ray.init(address=opts.address)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        raise UserError(f"--ray {opts.address}: cannot start or join the Ray cluster ({str(e).splitlines()[0]})") from None
+    return True
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_after_s: float, settle_s: float,
+               heartbeat_s: float, train_fn: Callable[..., dict[str, Any] | None] | None,
+               compile_cache: str | Path | None | bool) -> dict[str, Any]:
+    """What one Ray task does (on a worker): claim ``job``'s run with ``token``, train it, release.
+
+    Returns {"outcome": ..., ...}: "done" (a record existed; "record"), "busy" (another live
+    worker holds it; "why"), "trained" ("record", "elapsed_s" seconds in the task, "host"),
+    "failed" or "user_error" ("error", one line; "traceback"). Only a dead process (which Ray
+    retries) ends it otherwise; KeyboardInterrupt (ray.cancel) releases the claim and re-raises.
+    """
+    store = claims.LocalStore(job.results)
+    rel = f"runs/{job.run_id}/record.json"
+    if isinstance(rec := store.read_json(rel), dict):
+        return {"outcome": "done", "record": rec}
+    claim, why = claims.try_claim(store, job.run_id, worker=0, num_workers=1, stale_after_s=stale_after_s,
+                                  settle_s=settle_s, token=token, log=_log)
+    if claim is None:
+        return {"outcome": "busy", "why": why}
+    try:
+        if isinstance(rec := store.read_json(rel), dict):  # finished by another worker just before our claim
+            return {"outcome": "done", "record": rec}
+        train = runner._Engine(train_fn, compile_cache).get()
+        t0 = time.perf_counter()
+        with claims.Heartbeat(store, claim, heartbeat_s, log=_log):
+            try:
+                rec = train(job.cfg, job.results, **train_kw)
+            except UserError as e:
+                return {"outcome": "user_error", "error": str(e)}
+            except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
+                return {"outcome": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        if rec is None:
+            return {"outcome": "failed", "error": "training stopped before the end without a record", "traceback": ""}
+        return {"outcome": "trained", "record": rec, "elapsed_s": time.perf_counter() - t0, "host": socket.gethostname()}
+    finally:
+        claims.release(store, claim)
+
+
+def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data_dir: str | Path | None = None,
+                  stale_after_s: float = runner.DEFAULT_STALE_AFTER_S, heartbeat_s: float | None = None,
+                  settle_s: float = 1.0, verbose: bool = True, compile_cache: str | Path | None | bool = True,
+                  train_fn: Callable[..., dict[str, Any] | None] | None = None, trackers: tuple[str, ...] = (),
+                  log: Callable[[str], None] = _log) -> runner.SweepReport:
+    """Train every run of ``preset`` without a record under ``results`` as Ray tasks (module doc).
+
+    Args:
+        preset: a loaded :class:`~depthwidth.experiments.presets.Preset`.
+        results: the results directory, a path every Ray node sees (shared filesystem); URLs
+            raise UserError. Sent to the tasks as an absolute path.
+        opts: cluster address and per-run resources (:class:`RayOptions`).
+        data_dir: corpora directory on the nodes (default each node's ``$DEPTHWIDTH_DATA``).
+        stale_after_s, heartbeat_s, settle_s: the claim timings (seconds), as in run_sweep.
+        verbose: the engine's messages (they reach the driver through Ray's log forwarding).
+        compile_cache: JAX compilation cache on each node, as in run_sweep.
+        train_fn: the training function (default train_run); it is pickled to the workers.
+        trackers: copies of each run's log ("tensorboard", "wandb"), as in run_sweep; the
+            package must be installed on every node.
+        log: where the driver's progress lines go (default stderr).
+
+    Returns the same :class:`~depthwidth.experiments.runner.SweepReport` as run_sweep (worker 0
+    of 1). Raises UserError for bad arguments, a cluster that cannot be reached, no Ray, or a
+    UserError from a run (bad data or config: the other tasks are cancelled);
+    KeyboardInterrupt on Ctrl-C or SIGTERM after cancelling the tasks. A run whose task fails
+    for good (an exception, or its worker died more than ``max_retries`` times) is reported in
+    ``failed``. A local cluster started here is shut down on return.
+    """
+    hb = runner._heartbeat_period(stale_after_s, heartbeat_s)
+    if "://" in str(results):
+        raise UserError(f"results at {results}: Ray tasks write records and checkpoints to a shared, mounted "
+                        "path (NFS, gcsfuse); URLs are not supported yet")
+    ray = import_ray()
+    jobs = runner.plan(preset, results)
+    started = _connect(ray, opts)
+    try:
+        # ray.init put in a SIGTERM handler of its own (exit at once): ours again, so that
+        # SIGTERM cancels the tasks and releases their claims as Ctrl-C does.
+        with interrupts.sigterm_raises():
+            sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
+            sweep.tag = f"[sweep {preset.name} ray]"
+            kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
+                  "progress": False, "verbose": verbose}
+            if trackers:
+                kw["trackers"] = tuple(trackers)
+            task = ray.remote(**opts.task_options())(train_task)
+            refs = {}
+            for job in jobs:
+                if sweep.record_of(job) is None:
+                    remote_job = dataclasses.replace(job, results=str(Path(job.results).absolute()))
+                    refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
+                                     settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn,
+                                     compile_cache=compile_cache)] = job
+            log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
+                f"{_slots(ray, opts)} can run at once")
+            _collect(ray, refs, sweep, opts, log)
+            return sweep.finish()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _request_text(opts: RayOptions) -> str:
+    parts = [f"{opts.cpus_per_run:g} CPU"] + ([f"{opts.gpus_per_run:g} GPU"] if opts.gpus_per_run else [])
+    return " + ".join(parts + [f"{v:g} {k}" for k, v in opts.resources.items()]) + " per run"
+
+
+def _slots(ray, opts: RayOptions) -> int:
+    """How many runs the cluster's resources fit at once (at least 1), for the ETA."""
+    total = ray.cluster_resources()
+    need = {"CPU": opts.cpus_per_run, "GPU": opts.gpus_per_run, **opts.resources}
+    fits = [int(total.get(k, 0) // v) for k, v in need.items() if v > 0]
+    return max(1, min(fits)) if fits else max(1, int(total.get("CPU", 1)))
+
+
+def _collect(ray, refs: dict, sweep, opts: RayOptions, log: Callable[[str], None]) -> None:
+    """Wait for the tasks, file each outcome in ``sweep``'s report, log progress; on Ctrl-C or a
+    UserError from a run, cancel what is left (:func:`_cancel`) and re-raise."""
+    pending = list(refs)
+    slots = _slots(ray, opts)
+    try:
+        while pending:
+            # A timeout, so that Ctrl-C and SIGTERM reach Python between waits.
+            ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            for ref in ready:
+                job = refs[ref]
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayError as e:  # the worker or node died more than max_retries times
+                    out = {"outcome": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0]}", "traceback": ""}
+                _file(job, out, sweep, log)
+                log(_status_line(sweep, [refs[r] for r in pending], slots, job, out))
+    except BaseException:
+        _cancel(ray, pending, log)
+        raise
+
+
+def _file(job: runner.Job, out: dict[str, Any], sweep, log: Callable[[str], None]) -> None:
+    """Put one task's outcome into the report (``sweep``: the runner's per-sweep bookkeeping)."""
+    rep = sweep.report
+    kind = out["outcome"]
+    if kind == "user_error":
+        raise UserError(out["error"])
+    if kind == "busy":
+        sweep.busy[job.run_id] = out["why"]
+    elif kind == "failed":
+        rep.failed.append({"run_id": job.run_id, "error": out["error"]})
+        log(f"{sweep.tag} run {job.run_id} failed: {out['error']}" + (f"\n{out['traceback']}" if out["traceback"] else ""))
+    else:
+        rec = out["record"]
+        sweep.done[job.run_id] = rec
+        if kind == "trained":
+            rep.trained.append(job.run_id)
+            if isinstance(rec.get("wall_s"), (int, float)):
+                sweep.overheads.append(max(0.0, out["elapsed_s"] - rec["wall_s"]))
+            if rec.get("status") == "diverged":
+                log(f"{sweep.tag} {job.run_id} diverged (recorded)")
+
+
+def _status_line(sweep, pending: list[runner.Job], slots: int, job: runner.Job, out: dict[str, Any]) -> str:
+    """Runs done / running / queued / failed, the finished run's tokens/s, and the ETA."""
+    sweep.refresh()
+    left = [j for j in sweep.jobs if j.run_id not in sweep.done]
+    running = sum(1 for j in pending if claims.LocalStore(j.results).exists(claims.claim_rel(j.run_id)))
+    eta = runner.eta_seconds(list(sweep.done.values()), [j.cfg for j in left], slots,
+                             statistics.median(sweep.overheads) if sweep.overheads else None)
+    tps = (out.get("record") or {}).get("tokens_per_s")
+    what = {"trained": f"{job.run_id} trained on {out.get('host')}"
+                       + (f", {tps:,.0f} tokens/s" if isinstance(tps, (int, float)) else ""),
+            "done": f"{job.run_id} had a record", "busy": f"{job.run_id} held by another worker",
+            "failed": f"{job.run_id} failed"}[out["outcome"]]
+    return (f"{sweep.tag} {len(sweep.done)}/{len(sweep.jobs)} runs done, {running} running, "
+            f"{len(pending) - running} queued, {len(sweep.report.failed)} failed; {what}; "
+            f"ETA {runner.fmt_duration(eta)}")
+
+
+def _cancel(ray, pending: list, log: Callable[[str], None]) -> None:
+    """Cancel the tasks not yet finished and give running ones ``CANCEL_GRACE_S`` to stop.
+
+    ``force=False`` raises KeyboardInterrupt inside a running task, so its claim is released and
+    its last checkpoint stays; a second Ctrl-C skips the wait. A KeyboardInterrupt that lands in
+    a jax callback while the worker still compiles can be swallowed there; that task then dies
+    with the cluster, and its claim (dead pid) is left to the claims' stale rules.
+    """
+    if not pending:
+        return
+    log(f"[sweep ray] cancelling {len(pending)} task(s)")
+    try:
+        for ref in pending:
+            ray.cancel(ref, force=False)
+        ray.wait(pending, num_returns=len(pending), timeout=CANCEL_GRACE_S)
+    except KeyboardInterrupt:
+        pass
+
+
+def run_sweep_on(preset: Preset, results: str | Path, child_args: list[str] | None = None, *,
+                 ray: RayOptions | None = None, **kw: Any) -> runner.SweepReport:
+    """The sweep the options ask for: on Ray with ``ray`` (:func:`run_ray_sweep`), else on this
+    machine (:func:`~depthwidth.experiments.runner.run_local_jobs`, ``jobs`` default 1).
+
+    ``kw`` are run_local_jobs' keyword arguments (what the CLI's ``sweep_kwargs`` builds); with
+    ``ray`` the ones that only apply to local workers (worker, num_workers, steal, jobs,
+    progress) must have their defaults, which the CLI checks first.
+    """
+    if ray is None:
+        kw.setdefault("jobs", 1)
+        return runner.run_local_jobs(preset, results, list(child_args or []), **kw)
+    for name in ("worker", "num_workers", "steal", "jobs", "progress"):
+        kw.pop(name, None)
+    return run_ray_sweep(preset, results, ray, **kw)

@@ -1,0 +1,230 @@
+"""The sweep runner on a local Ray cluster (experiments.ray_runner) with the real engine: the same
+records as the local runner, a SIGKILLed worker retried and resumed, a second pass that trains
+nothing; and the CLI: no Ray import without --ray, one-line errors for bad Ray options."""
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from depthwidth.experiments import ray_runner
+from depthwidth.experiments.presets import load_preset, with_overrides
+
+# The smoke preset, shorter: compilation, not steps, is most of a run's time here. A checkpoint
+# every 10 of 40 steps leaves the kill test a window of ~30 steps between checkpoint and record.
+OVERRIDES = ["train.steps=40", "train.ckpt_every=10"]
+PRESET = with_overrides(load_preset("smoke"), OVERRIDES)
+LOSSES = ("test_loss", "val_loss", "train_loss")
+
+
+def _quiet(msg):
+    pass
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(engine_env):
+    """A 2-CPU local Ray cluster for the module. Its workers see what a `depthwidth` subprocess
+    sees (engine_env: one CPU device, the real corpora, the session's prepared-data and
+    compilation cache) and import this checkout."""
+    ray = pytest.importorskip("ray")
+    checkout = str(Path(__file__).resolve().parents[2])
+    env = {k: engine_env[k] for k in ("DEPTHWIDTH_DATA", "DEPTHWIDTH_CACHE", "JAX_PLATFORMS")}
+    env["XLA_FLAGS"] = ""  # not this process's 8 fake devices
+    env["PYTHONPATH"] = os.pathsep.join([checkout] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    # The kill test's train_fn lives in this module, which the workers cannot import by name.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_records(tmp_path_factory, engine_env, cli_cmd):
+    """The preset trained by the plain runner (`depthwidth sweep` without --ray): {run_id: record}."""
+    results = tmp_path_factory.mktemp("local")
+    sets = [x for o in OVERRIDES for x in ("--set", o)]
+    p = subprocess.run(cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--no-progress", *sets],
+                       env=engine_env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return {q.parent.name: json.loads(q.read_text()) for q in results.glob("runs/*/record.json")}
+
+
+@pytest.fixture(scope="module")
+def ray_results(tmp_path_factory, ray_cluster, local_records):
+    results = tmp_path_factory.mktemp("ray") / "results"
+    rep = ray_runner.run_ray_sweep(PRESET, results, ray_runner.RayOptions(), verbose=False, log=_quiet)
+    return results, rep
+
+
+def test_a_ray_sweep_writes_the_same_records_as_the_local_runner(ray_results, local_records):
+    results, rep = ray_results
+    ids = [r.run_id() for r in PRESET.runs]
+    assert rep.total == rep.finished == len(ids) and rep.remaining == 0 and not rep.failed and not rep.busy
+    assert sorted(rep.trained) == sorted(ids) and rep.worker == 0 and rep.num_workers == 1
+    assert not list(results.glob("runs/*/claim.json"))
+    got = {p.parent.name: json.loads(p.read_text()) for p in results.glob("runs/*/record.json")}
+    assert sorted(got) == sorted(local_records) == sorted(ids)
+    for i in ids:  # a run's result depends only on its config: bit-identical losses
+        assert {k: got[i][k] for k in LOSSES} == {k: local_records[i][k] for k in LOSSES}, i
+        assert got[i]["status"] == "finished"
+
+
+def test_a_second_pass_trains_nothing(ray_results, ray_cluster):
+    results, _ = ray_results
+    before = {p: p.stat().st_mtime_ns for p in results.glob("runs/*/record.json")}
+    lines = []
+    rep = ray_runner.run_ray_sweep(PRESET, results, ray_runner.RayOptions(), train_fn=_no_training, log=lines.append)
+    assert rep.trained == [] and rep.done_before == rep.finished == len(PRESET.runs) and rep.complete
+    assert any("0 task(s) submitted" in line for line in lines)
+    assert {p: p.stat().st_mtime_ns for p in results.glob("runs/*/record.json")} == before
+
+
+def _no_training(*a, **k):
+    raise AssertionError("a finished sweep must not train anything")
+
+
+class KillOnce:
+    """train_run, except that the first call anywhere (marker file) SIGKILLs its own worker process
+    once the run's first checkpoint exists; every call appends {pid, checkpoints found} to ``log``."""
+
+    def __init__(self, marker: str, log: str):
+        self.marker, self.log = marker, log
+
+    def __call__(self, cfg, results_dir, **kw):
+        from depthwidth.models.train import train_run
+
+        ckpt = Path(results_dir, "runs", cfg.run_id(), "ckpt")
+        steps = sorted(int(p.name) for p in ckpt.glob("*") if p.name.isdigit())
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "ckpt": steps}) + "\n")
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return train_run(cfg, results_dir, **kw)
+
+        def kill_after_checkpoint():
+            while not any(p.name.isdigit() for p in ckpt.glob("*")):
+                time.sleep(0.002)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=kill_after_checkpoint, daemon=True).start()
+        return train_run(cfg, results_dir, **kw)
+
+
+def test_a_killed_worker_is_retried_and_resumes_from_its_checkpoint(tmp_path, ray_cluster, local_records):
+    one = dataclasses.replace(PRESET, runs=PRESET.runs[:1])
+    (run_id,) = [r.run_id() for r in one.runs]
+    results, attempts = tmp_path / "results", tmp_path / "attempts.jsonl"
+    kill = KillOnce(str(tmp_path / "killed"), str(attempts))
+    rep = ray_runner.run_ray_sweep(one, results, ray_runner.RayOptions(max_retries=2), train_fn=kill,
+                                   verbose=False, log=_quiet)
+    calls = [json.loads(line) for line in attempts.read_text().splitlines()]
+    # Two attempts in two processes; the second found the first one's checkpoint.
+    assert len(calls) == 2 and calls[0]["pid"] != calls[1]["pid"]
+    assert calls[0]["ckpt"] == [] and calls[1]["ckpt"] and max(calls[1]["ckpt"]) < PRESET.base.train.steps
+    assert rep.trained == [run_id] and rep.finished == 1 and not rep.failed
+    assert not (results / "runs" / run_id / "claim.json").exists()  # the dead attempt's claim was taken over
+    rec = json.loads((results / "runs" / run_id / "record.json").read_text())
+    assert {k: rec[k] for k in LOSSES} == {k: local_records[run_id][k] for k in LOSSES}
+    logged = [json.loads(line)["step"] for line in (results / "runs" / run_id / "log.jsonl").read_text().splitlines()]
+    assert logged == sorted(set(logged)) and logged[-1] == PRESET.base.train.steps
+
+
+def test_a_run_whose_task_keeps_dying_is_failed_and_the_others_go_on(tmp_path, ray_cluster):
+    two = dataclasses.replace(PRESET, runs=PRESET.runs[:2])
+    doomed = two.runs[0].run_id()
+    rep = ray_runner.run_ray_sweep(two, tmp_path, ray_runner.RayOptions(max_retries=0),
+                                   train_fn=_DieOn(doomed), log=_quiet)
+    assert [f["run_id"] for f in rep.failed] == [doomed] and "Worker" in rep.failed[0]["error"]
+    assert rep.trained == [two.runs[1].run_id()] and rep.remaining == 1
+
+
+class _DieOn:
+    """A stand-in train_fn: SIGKILLs its worker on one run id, writes a small record otherwise."""
+
+    def __init__(self, run_id):
+        self.run_id = run_id
+
+    def __call__(self, cfg, results_dir, **kw):
+        from depthwidth import records
+
+        if cfg.run_id() == self.run_id:
+            os.kill(os.getpid(), signal.SIGKILL)
+        rec = {"run_id": cfg.run_id(), "status": "finished", "config": cfg.to_dict()}
+        records.write_json_atomic(records.run_dir(results_dir, cfg.run_id()) / "record.json", rec)
+        return rec
+
+
+def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, ray_cluster, engine_env, cli_cmd):
+    pytest.importorskip("ray")
+    results = tmp_path / "r"
+    cmd = cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--ray", "local", "--ray-num-cpus", "2",
+                     "--set", "train.steps=5000", "--no-progress"]  # long runs: still training when stopped
+    p = subprocess.Popen(cmd, env=engine_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    # Stopped while training (past a checkpoint). A cancel that lands while a worker still
+    # compiles can be swallowed by a jax callback; that claim is then left to the stale rules.
+    while not list(results.glob("runs/*/ckpt/50")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-3000:]
+    # The driver's own lines: no traceback (a cancelled worker's output, forwarded by Ray with a
+    # "(train_task pid=...)" prefix, may have one: a KeyboardInterrupt inside a jax callback).
+    driver = [line for line in err.strip().splitlines() if "(train_task" not in line]
+    assert driver[-1] == "depthwidth: interrupted" and not any("Traceback" in line for line in driver)
+    assert not list(results.glob("runs/*/claim.json")) and not list(results.glob("runs/*/record.json"))
+
+
+def _cli(args, extra="", env=None):
+    code = (f"import sys\n{extra}\nfrom depthwidth.cli import main\nrc = main({args!r})\n"
+            "print('RAY_IMPORTED' if 'ray' in sys.modules else 'NO_RAY', file=sys.stderr)\nsys.exit(rc)")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_the_cli_without_ray_never_imports_ray(tmp_path, ray_results, engine_env):
+    results, _ = ray_results
+    shutil.copytree(results, tmp_path / "r")  # finished: the sweep only reads the records
+    sets = [x for o in OVERRIDES for x in ("--set", o)]
+    p = _cli(["sweep", "--preset", "smoke", "--results", str(tmp_path / "r"), "--no-progress", *sets], env=engine_env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stderr.strip().endswith("NO_RAY") and "8/8 runs have records" in p.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ray", "local", "--jobs", "2"], "--ray places every run itself; drop --jobs"),
+    (["--ray", "local", "--worker", "1", "--num-workers", "2"], "drop --worker"),
+    (["--ray", "local", "--ray-resources", "TPU"], "--ray-resources 'TPU': expected NAME=N"),
+    (["--ray", "local", "--ray-resources", "TPU=-4"], "--ray-resources 'TPU=-4': expected NAME=N"),
+    (["--ray-resources", "TPU=4"], "--ray-resources needs --ray"),
+    (["--ray", "local", "--ray-num-gpus-per-run", "x"], "--ray-num-gpus-per-run must be a number"),
+])
+def test_bad_ray_options_are_one_line_and_exit_2(tmp_path, args, message):
+    for cmd in ("sweep", "reproduce"):
+        p = _cli([cmd, "--preset", "smoke", "--results", str(tmp_path), *args])
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 2 and lines[1] == "NO_RAY", p.stderr
+        assert lines[0].startswith("depthwidth: error: ") and message in lines[0]
+
+
+def test_without_ray_installed_the_flag_is_one_line(tmp_path):
+    p = _cli(["sweep", "--preset", "smoke", "--results", str(tmp_path), "--ray", "local"],
+             extra="sys.modules['ray'] = None  # as if it were not installed")
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[0] == "depthwidth: error: --ray needs Ray: pip install 'depthwidth[ray]'"
+
+
+def test_resource_requests():
+    assert ray_runner.parse_resources(["TPU=4", "accel_x=0.5"]) == {"TPU": 4.0, "accel_x": 0.5}
+    assert ray_runner.RayOptions().task_options() == {"num_cpus": 1.0, "num_gpus": 0.0, "resources": {},
+                                                      "max_retries": 3, "retry_exceptions": False, "max_calls": 0}
+    tpu = ray_runner.RayOptions(address="auto", resources={"TPU": 4.0}).task_options()
+    assert tpu["resources"] == {"TPU": 4.0} and tpu["max_calls"] == 1  # an accelerator is freed after each run
