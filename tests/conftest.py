@@ -8,10 +8,14 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One XLA:CPU thread, as every training run uses (depthwidth.hostcpu): pin before jax starts.
 # Under pytest-xdist (`./dw test -n auto`) worker gwK takes core K of the visible ones: pinning
 # to the least-pinned core would race, since the workers start at the same moment.
+# The controller pins itself too (below) before it starts the workers, which inherit that one
+# core: so it leaves the cores it was given in the environment, and the workers pick from those.
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _worker.startswith("gw") and _worker[2:].isdigit() and hasattr(os, "sched_getaffinity"):
-    _cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {_cores[int(_worker[2:]) % len(_cores)]})
+if hasattr(os, "sched_getaffinity"):
+    os.environ.setdefault("DEPTHWIDTH_TEST_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+    if _worker.startswith("gw") and _worker[2:].isdigit():
+        _cores = [int(c) for c in os.environ["DEPTHWIDTH_TEST_CORES"].split(",")]
+        os.sched_setaffinity(0, {_cores[int(_worker[2:]) % len(_cores)]})
 
 from depthwidth import hostcpu  # noqa: E402
 
