@@ -432,7 +432,8 @@ def _train(args) -> int:
 def distributed_args(args) -> tuple[str, int, int] | None:
     """(coordinator, num_processes, process_id) from ``--coordinator``, ``--num-processes`` and
     ``--process-id``, or None when none is given. Raises UserError (one line) unless all three
-    are given, HOST:PORT has a host and a port in 1..65535, N >= 1 and 0 <= I < N."""
+    are given, HOST:PORT has a host (an IPv6 one in brackets) and a port in 1..65535, N >= 1 and
+    0 <= I < N."""
     from depthwidth.units import parse_int
 
     given = {"--coordinator": args.coordinator, "--num-processes": args.num_processes,
@@ -443,8 +444,10 @@ def distributed_args(args) -> tuple[str, int, int] | None:
     if missing:
         raise UserError(f"--coordinator, --num-processes and --process-id go together; missing {', '.join(missing)}")
     host, sep, port = args.coordinator.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise UserError(f"--coordinator must be HOST:PORT with a port in 1..65535, got {args.coordinator!r}")
+    bare_ipv6 = ":" in host and not (host.startswith("[") and host.endswith("]"))  # "a:1:3" is no host
+    if not sep or not host or bare_ipv6 or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(f"--coordinator must be HOST:PORT (an IPv6 host in brackets) with a port in 1..65535, "
+                        f"got {args.coordinator!r}")
     n = parse_int(args.num_processes, name="--num-processes", minimum=1)
     i = parse_int(args.process_id, name="--process-id", minimum=0)
     if i >= n:

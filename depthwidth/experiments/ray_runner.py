@@ -126,7 +126,24 @@ def _connect(ray, opts: RayOptions) -> bool:
             ray.init(address=opts.address)
     except (ConnectionError, ValueError, RuntimeError) as e:
         raise UserError(f"--ray {opts.address}: cannot start or join the Ray cluster ({str(e).splitlines()[0]})") from None
+    if opts.address == "local":
+        try:
+            _check_fits(opts, ray.cluster_resources())
+        except UserError:
+            ray.shutdown()
+            raise
     return True
+
+
+def _check_fits(opts: RayOptions, have: dict[str, float]) -> None:
+    """UserError if one run's request exceeds what a local cluster has: Ray would wait for a
+    node that can never join (an autoscaler message, forever). Not checked for an address:
+    a remote cluster may grow."""
+    want = {"CPU": opts.cpus_per_run, "GPU": opts.gpus_per_run, **opts.resources}
+    short = [f"{k}={v:g} (the local cluster has {have.get(k, 0):g})" for k, v in want.items()
+             if v > 0 and v > have.get(k, 0)]
+    if short:
+        raise UserError(f"--ray local: each run asks for {', '.join(short)}; no run could ever start")
 
 
 def _log(msg: str) -> None:

@@ -248,9 +248,9 @@ def _fit(args: argparse.Namespace) -> int:
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
     for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds)):
-        if given and not args.out:
+        if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
-    seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds else None
+    seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
     table = load_table(args.results, cells_of=args.cells_of, seeds=seeds)
     fit = build_fit(table, **options.kwargs())
     out = Path(args.out) if args.out else Path(args.results) / "fit.json"

@@ -152,6 +152,11 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         every = [r for r in every if kind_of(r) != TRAIN or (r.get("n_layer"), r.get("d_model")) in keep]
     if seeds is not None:
         seeds = sorted({int(s) for s in seeds})
+        present = {r.get("seed") for r in every if kind_of(r) == TRAIN}
+        absent = [s for s in seeds if s not in present]
+        if absent:  # a typo, or a seed not trained yet: never a silently smaller table
+            raise UserError(f"no training records of seed {', '.join(map(str, absent))} in {results} "
+                            f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
         every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
     records = [r for r in every if kind_of(r) == TRAIN]
     root = Path(results)

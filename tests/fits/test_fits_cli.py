@@ -268,6 +268,10 @@ def test_fit_on_some_seeds_only(tmp_path, capsys):
     assert "--seeds needs --out" in capsys.readouterr().err
     assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", "x", "--out", str(tmp_path / "f.json")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    for bad, needle in (("0,7", "no training records of seed 7 in"), ("", "--seeds is empty")):
+        assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", bad, "--out", str(tmp_path / "g.json")]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1, err
     assert main(["fit", "--results", str(tmp_path / "A"), "--seeds", "0", "--bootstrap", "50",
                  "--out", str(tmp_path / "f.json")]) == 0
     assert "(only seeds 0)" in capsys.readouterr().out

@@ -117,6 +117,7 @@ def test_two_processes_train_the_one_process_run_and_resume_across_both(tmp_path
     (["--coordinator", "127.0.0.1", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
     (["--coordinator", ":1234", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
     (["--coordinator", "h:70000", "--num-processes", "2", "--process-id", "0"], "port in 1..65535"),
+    (["--coordinator", "localhost:29512:3", "--num-processes", "1", "--process-id", "0"], "an IPv6 host in brackets"),
     (["--coordinator", "h:1234", "--num-processes", "0", "--process-id", "0"], "--num-processes must be >= 1"),
     (["--coordinator", "h:1234", "--num-processes", "2", "--process-id", "2"], "--process-id must be in 0..1"),
     (["--coordinator", "h:1234", "--num-processes", "2", "--process-id", "-1"], "--process-id must be >= 0"),
