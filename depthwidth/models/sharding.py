@@ -32,8 +32,10 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
     all three: ``coordinator`` "HOST:PORT" of process 0 (which listens there), the number of
     processes and this one's index (0..num_processes-1). On the CPU platform the cross-process
     collectives are set to :data:`CPU_COLLECTIVES` unless ``JAX_CPU_COLLECTIVES_IMPLEMENTATION``
-    chooses one. Raises UserError (one line) when jax cannot join the run, e.g. the
-    coordinator is unreachable within jax's initialization timeout (300 s).
+    chooses one. Raises UserError (one line) for the errors jax raises in Python (e.g. no
+    cluster detected). Known, not fixed: a coordinator that never answers makes jax's C++ client
+    abort the process after its 300 s initialization timeout (SIGABRT, a C++ stack trace), and
+    Ctrl-C does not interrupt that wait.
     """
     import os
 
