@@ -5,7 +5,8 @@ the synthetic sweeps, every other experiment kind) builds a :class:`Record`, and
 them (the runner, the results table) reads the JSON dicts this module validates. It also holds
 the one atomic file writer of the package (:func:`write_atomic`).
 
-Layout of a results directory (shared by every worker; a local or mounted path)::
+Layout of a results directory (shared by every worker; a local or mounted path, or any fsspec
+URL such as ``gs://bucket/dir``: :mod:`depthwidth.storage`)::
 
     RESULTS/runs/<run_id>/record.json   the record below, written once, atomically
     RESULTS/runs/<run_id>/log.jsonl     per-step log (step, loss, lr, grad_norm, tokens_per_s, mfu, wall_s)
@@ -74,6 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.errors import UserError
 
 SCHEMA = 1
@@ -191,7 +193,8 @@ def kind_of(rec: dict[str, Any]) -> str:
 
 
 def run_dir(results: str | Path, run_id: str) -> Path:
-    return Path(results) / "runs" / run_id
+    """``results/runs/<run_id>`` (a Path, or a UPath when ``results`` is a URL)."""
+    return storage.path(results) / "runs" / run_id
 
 
 # ------------------------------------------------------------------------------ writing
@@ -213,14 +216,22 @@ def write_atomic(path: str | Path, data: bytes | str, *, exclusive: bool = False
     ``path`` instead, which fails if ``path`` exists: returns False then, and ``path`` never
     appears half-written. Returns True when written. The parent directory is created if needed.
 
-    Raises OSError from the filesystem (with ``exclusive``, also when it has no hard links).
+    On a URL (:mod:`depthwidth.storage`) the object is written whole in one write (atomic on
+    object stores) and ``exclusive`` opens it in mode ``"xb"``, which backends that implement it
+    refuse when the object exists (returns False then).
+
+    Raises OSError from the filesystem (with ``exclusive``, also when it has no hard links;
+    on a URL, NotImplementedError/ValueError when the backend has no exclusive create).
     """
+    raw = data.encode() if isinstance(data, str) else data
+    if storage.is_url(path):
+        return _write_url(storage.path(path), raw, exclusive)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = unique_sibling(path)
     try:
         with open(tmp, "xb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
         if not exclusive:
@@ -236,6 +247,19 @@ def write_atomic(path: str | Path, data: bytes | str, *, exclusive: bool = False
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+
+
+def _write_url(path, raw: bytes, exclusive: bool) -> bool:
+    path.parent.mkdir(parents=True, exist_ok=True)  # a no-op on object stores, needed on others
+    if not exclusive:
+        path.write_bytes(raw)
+        return True
+    try:
+        with path.open("xb") as fh:
+            fh.write(raw)
+    except FileExistsError:
+        return False
+    return True
 
 
 def json_text(obj: Any) -> str:
@@ -255,7 +279,7 @@ def write_if_changed(path: str | Path, data: bytes | str) -> bool:
     must leave it untouched, mtime included, not rewrite it."""
     raw = data.encode() if isinstance(data, str) else data
     try:
-        if Path(path).read_bytes() == raw:
+        if storage.path(path).read_bytes() == raw:
             return False
     except OSError:  # absent or unreadable: write it
         pass
@@ -266,8 +290,11 @@ def relative_to(path: str | Path, base_dir: str | Path) -> str:
     """``path`` relative to ``base_dir`` (with ``..`` where needed; POSIX separators).
 
     Result files store the paths they mention relative to their own directory, so a file's
-    bytes do not depend on the current directory or on where the checkout lies.
+    bytes do not depend on the current directory or on where the checkout lies. A URL on
+    either side has no such relation: ``path`` is returned as it is.
     """
+    if storage.is_url(path) or storage.is_url(base_dir):
+        return str(path)
     return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(base_dir))).as_posix()
 
 
@@ -299,7 +326,7 @@ def validate_record(rec: dict[str, Any], source: str = "record") -> dict[str, An
 def read_record(path: str | Path) -> dict[str, Any]:
     """Load and validate one record.json; raise UserError if unreadable or malformed."""
     try:
-        with open(path) as fh:
+        with storage.path(path).open() as fh:
             rec = json.load(fh)
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"cannot read result record {path}: {e}") from None
@@ -308,10 +335,10 @@ def read_record(path: str | Path) -> dict[str, Any]:
 
 def iter_records(results: str | Path) -> list[dict[str, Any]]:
     """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id."""
-    root = Path(results)
+    root = storage.path(results)
     if not root.is_dir():
-        raise UserError(f"results directory not found: {root}")
-    return [read_record(p) for p in sorted(root.glob("runs/*/record.json"))]
+        raise UserError(f"results directory not found: {results}")
+    return [read_record(p) for p in sorted(root.glob("runs/*/record.json"), key=str)]
 
 
 def records_of_kind(results: str | Path, kind: str) -> list[dict[str, Any]]:

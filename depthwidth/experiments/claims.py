@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.records import json_text, write_json_atomic
 
 CLAIM_FILE = "claim.json"
@@ -52,12 +53,16 @@ _HELD: set[str] = set()
 
 
 class LocalStore:
-    """The claim files under a local (or mounted) results directory."""
+    """The claim files under a results directory: a local or mounted path, or a URL
+    (:mod:`depthwidth.storage`). On a URL the exclusive create is fsspec's mode ``"xb"``
+    (a conditional create where the backend implements it); a backend without it falls back
+    to write-then-verify as on a filesystem without hard links."""
 
     enforces_exclusive = True  # False once the filesystem turned out to have no hard links
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        self.root = storage.path(root)
+        self._url = storage.is_url(root)
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -79,10 +84,23 @@ class LocalStore:
             return self.path(rel).stat().st_mtime
         except FileNotFoundError:
             return None
+        except (AttributeError, NotImplementedError, OSError, ValueError):
+            if not self._url:
+                raise
+            return None  # a store that keeps no modification time: an unreadable claim is stale
 
     def create_exclusive(self, rel: str, obj: Any) -> bool:
         """Create ``rel`` with ``obj`` unless it exists; True if this call created it."""
         p = self.path(rel)
+        if self._url:
+            try:
+                return write_json_atomic(p, obj, exclusive=True)
+            except (NotImplementedError, ValueError):  # no "xb" in this backend: verify by re-reading
+                self.enforces_exclusive = False
+                if p.exists():
+                    return False
+                write_json_atomic(p, obj)
+                return True
         try:
             return write_json_atomic(p, obj, exclusive=True)
         except OSError:

@@ -10,11 +10,11 @@ command by the pipeline, the layer above both experiments and fits.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
@@ -31,7 +31,6 @@ def default_results(preset_name: str) -> str:
     Why: the quick start (``../dw reproduce --preset cpu`` from elsewhere) must reuse the
     committed records, not silently retrain into an empty ``./results/cpu``.
     """
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
     committed = root / "results" / preset_name
@@ -271,7 +270,7 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if i >= n:
         raise UserError(f"--worker must be in 0..{n - 1} with --num-workers {n}, got {i}")
     stale = _float(args.stale_after, "--stale-after")
-    if args.results and os.path.exists(args.results) and not os.path.isdir(args.results):
+    if args.results and storage.is_file(args.results):
         # Else the sweep announces its runs and fails on the first claim file, in two lines.
         raise UserError(f"--results {args.results} exists and is not a directory")
     # What a child worker process needs to run the same sweep (--jobs).
@@ -405,7 +404,7 @@ def _base_config(args):
 def _train(args) -> int:
     cluster = distributed_args(args)
     cfg = _base_config(args)
-    if Path(args.out).exists() and not Path(args.out).is_dir():  # as sweep --results: before any work
+    if storage.is_file(args.out):  # as sweep --results: before any work
         raise UserError(f"--out {args.out} exists and is not a directory")
     if args.distributed or cluster:
         from depthwidth.models.sharding import initialize_distributed

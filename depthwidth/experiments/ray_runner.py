@@ -19,9 +19,11 @@ default CPU path never loads it.
   that task reuses, so a retry takes over at once the claim its dead attempt left behind, on any
   node (a dead claim of some *other* owner is taken over by the usual rules: dead pid on the
   same machine, or a heartbeat older than ``stale_after_s``).
-* **Shared filesystem.** Every node reads and writes ``DIR`` (records, logs, checkpoints,
-  claims), so ``DIR`` must be one path that all nodes see: NFS, a gcsfuse mount, or this
-  machine's disk for a local cluster. URLs (``gs://...``) are refused. Corpora come from
+* **Shared storage.** Every node reads and writes ``DIR`` (records, logs, checkpoints,
+  claims), so ``DIR`` must be one place that all nodes see: a bucket URL (``gs://b/dir``,
+  :mod:`depthwidth.storage`; checkpoints through orbax's own ``gs://`` support), NFS, a gcsfuse
+  mount, or this machine's disk for a local cluster. ``memory://`` is refused (it lives in one
+  process). Corpora come from
   ``data_dir`` (or ``$DEPTHWIDTH_DATA`` on each node), and every node needs the same version of
   this package installed.
 """
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthwidth import interrupts
+from depthwidth import interrupts, storage
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims, runner
 from depthwidth.experiments.presets import Preset
@@ -196,8 +198,9 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
 
     Args:
         preset: a loaded :class:`~depthwidth.experiments.presets.Preset`.
-        results: the results directory, a path every Ray node sees (shared filesystem); URLs
-            raise UserError. Sent to the tasks as an absolute path.
+        results: the results directory, a place every Ray node sees (a bucket URL or a shared
+            filesystem; ``memory://`` raises UserError). A local path is sent to the tasks as
+            an absolute path.
         opts: cluster address and per-run resources (:class:`RayOptions`).
         data_dir: corpora directory on the nodes (default each node's ``$DEPTHWIDTH_DATA``).
         stale_after_s, heartbeat_s, settle_s: the claim timings (seconds), as in run_sweep.
@@ -216,9 +219,7 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     ``failed``. A local cluster started here is shut down on return.
     """
     hb = runner._heartbeat_period(stale_after_s, heartbeat_s)
-    if "://" in str(results):
-        raise UserError(f"results at {results}: Ray tasks write records and checkpoints to a shared, mounted "
-                        "path (NFS, gcsfuse); URLs are not supported yet")
+    storage.require_shared(results, "--ray")
     ray = import_ray()
     jobs = runner.plan(preset, results)
     started = _connect(ray, opts)
@@ -236,7 +237,8 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
             refs = {}
             for job in jobs:
                 if sweep.record_of(job) is None:
-                    remote_job = dataclasses.replace(job, results=str(Path(job.results).absolute()))
+                    remote_job = job if storage.is_url(job.results) else \
+                        dataclasses.replace(job, results=str(Path(job.results).absolute()))
                     refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
                                      settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn,
                                      compile_cache=compile_cache)] = job

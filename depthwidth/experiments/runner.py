@@ -16,7 +16,8 @@ a dead worker's runs are picked up once its claims go stale.
 
 Layout: a one-corpus preset writes ``DIR/runs/<run_id>/``; a preset over several corpora
 writes ``DIR/<corpus>/runs/<run_id>/``, because a results table (and a fit) holds one corpus.
-``DIR`` is a local or mounted directory (URLs are refused: the engine writes local files).
+``DIR`` is a local or mounted directory, or an fsspec URL (``gs://bucket/dir``;
+:mod:`depthwidth.storage` says where checkpoints go then).
 
 Progress: train_run's per-run bar, and after every run one line with runs done/total and an ETA
 (:func:`eta_seconds`).
@@ -38,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthwidth import interrupts
+from depthwidth import interrupts, storage
 from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims
@@ -74,7 +75,7 @@ def group_dirs(preset: Preset, results: str | Path) -> dict[str, str]:
     names = [_safe(c) for c in preset.corpora]
     if len(set(names)) != len(names):
         raise UserError(f"preset {preset.name}: corpora {list(preset.corpora)} map to the same directory names")
-    return {c: str(Path(results, n)) for c, n in zip(preset.corpora, names)}
+    return {c: str(storage.path(results) / n) for c, n in zip(preset.corpora, names)}
 
 
 def plan(preset: Preset, results: str | Path) -> list[Job]:
@@ -232,7 +233,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
 
     Args:
         preset: a loaded :class:`~depthwidth.experiments.presets.Preset`.
-        results: results directory (a local or mounted path; a URL raises UserError).
+        results: results directory: a local or mounted path, or an fsspec URL
+            (:mod:`depthwidth.storage`; records, logs and claims through fsspec).
         worker, num_workers: this worker's index I in 0..N-1 and the number of workers N.
         data_dir: corpora directory passed to the engine (default ``$DEPTHWIDTH_DATA``).
         stale_after_s: a claim whose heartbeat is older than this (seconds) is taken over.
@@ -255,9 +257,6 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     hb = _heartbeat_period(stale_after_s, heartbeat_s)
     jobs = plan(preset, results)
     order = order_for_worker(jobs, worker, num_workers, steal)
-    if "://" in str(results):
-        raise UserError(f"results at {results}: the training engine writes records and checkpoints to local "
-                        "paths only; use a local or mounted (e.g. gcsfuse) directory")
     sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
     engine = _Engine(train_fn, compile_cache)
     train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
@@ -476,6 +475,7 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     if jobs == 1:
         return run_sweep(preset, results, worker=worker, num_workers=num_workers, log=log, **kw)
+    storage.require_shared(results, f"--jobs {jobs}")
     total, first = num_workers * jobs, worker * jobs
     cmd = [sys.executable, "-m", "depthwidth.cli", "sweep", *child_args, "--results", str(results),
            "--num-workers", str(total), "--json", "--no-progress"]

@@ -238,7 +238,6 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from depthwidth.fits.lawfit import build_fit, stored_fit
     from depthwidth.fits.table import load_table
@@ -253,7 +252,7 @@ def _fit(args: argparse.Namespace) -> int:
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
     table = load_table(args.results, cells_of=args.cells_of, seeds=seeds)
     fit = build_fit(table, **options.kwargs())
-    out = Path(args.out) if args.out else Path(args.results) / "fit.json"
+    out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     write_json_atomic(out, stored_fit(fit, out))
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out)}, _fit_text(fit, out))

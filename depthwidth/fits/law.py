@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.errors import UserError
 
 FIT_FORMAT = "depthwidth-fit"
@@ -199,7 +200,7 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
 def load_fit_file(path: str | Path) -> dict[str, Any]:
     """Read a fit JSON file as a dict; UserError (one line) if missing or not JSON."""
     try:
-        with open(path) as fh:
+        with storage.path(path).open() as fh:
             return json.load(fh)
     except FileNotFoundError:
         raise UserError(f"fit file not found: {path} (built-in laws: {', '.join(BUILTIN_LAWS)})") from None
@@ -217,7 +218,7 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
         raise UserError(f"--cov must be one of {', '.join(COV_KINDS)}, got {cov_kind!r}")
     if spec in BUILTIN_LAWS:
         return BUILTIN_LAWS[spec]()
-    p = Path(spec)
+    p = storage.path(spec)
     if not p.is_file():
         raise UserError(f"unknown law {spec!r}: not a built-in ({', '.join(BUILTIN_LAWS)}) and no such file")
     return law_from_fit_dict(load_fit_file(p), str(p), cov_kind)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from depthwidth import __version__
+from depthwidth import __version__, storage
 from depthwidth.errors import UserError
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
@@ -193,7 +193,8 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     table = fit.get("table")
     if not isinstance(table, dict) or not table.get("results"):
         return fit
-    return {**fit, "table": {**table, "results": relative_to(table["results"], Path(path).parent)}}
+    parent = str(path).rsplit("/", 1)[0] if storage.is_url(path) else Path(path).parent
+    return {**fit, "table": {**table, "results": relative_to(table["results"], parent)}}
 
 
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,

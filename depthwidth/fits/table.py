@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from depthwidth import storage
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
 from depthwidth.records import TRAIN, diverged_reason, iter_records, kind_of
@@ -159,7 +160,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
                             f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
         every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
     records = [r for r in every if kind_of(r) == TRAIN]
-    root = Path(results)
+    root = storage.path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)

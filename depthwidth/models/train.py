@@ -38,7 +38,7 @@ import jax
 import numpy as np
 import optax
 
-from depthwidth import hostcpu, interrupts, records
+from depthwidth import hostcpu, interrupts, records, storage
 from depthwidth.config import MeshConfig, RunConfig, from_dict
 from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
 from depthwidth.data.tokenfiles import Prepared, get_batch, open_prepared
@@ -106,7 +106,7 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
         with interrupts.deferred(), _out_of_space_is_one_line(rdir):
             records.write_record(results_dir, rec)
         if not t.keep_weights:
-            shutil.rmtree(rdir / "ckpt", ignore_errors=True)  # the record is the result; free the disk
+            storage.drop_checkpoints(rdir)  # the record is the result; free the disk
     return rec.to_dict()
 
 
@@ -136,13 +136,15 @@ def _open_data(cfg: RunConfig, rdir: Path, data_dir: str | Path | None, main: bo
 
 @contextlib.contextmanager
 def _checkpoints(rdir: Path, t):
-    """The run's orbax CheckpointManager (latest ``keep_ckpts`` kept, synchronous), closed on exit."""
+    """The run's orbax CheckpointManager (latest ``keep_ckpts`` kept, synchronous), closed on exit;
+    in :func:`depthwidth.storage.checkpoint_dir` (the run's ``ckpt/``, or a local mirror for URL
+    schemes orbax cannot write)."""
     with interrupts.deferred():  # a Ctrl-C inside orbax's first import left it half-initialised
         import orbax.checkpoint as ocp
 
         _drop_late_loop_callbacks()
         ckpt = ocp.CheckpointManager(
-            (rdir / "ckpt").absolute(),
+            storage.checkpoint_dir(rdir),
             options=ocp.CheckpointManagerOptions(max_to_keep=t.keep_ckpts, save_interval_steps=t.ckpt_every,
                                                  enable_async_checkpointing=False, create=True))
     try:
@@ -216,7 +218,8 @@ def _out_of_space_is_one_line(rdir: Path):
         # the one line below is the report, so both stay muted for the rest of this process
         for name in ("absl", "asyncio"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        for tmp in (rdir / "ckpt").glob("*.orbax-checkpoint-tmp*"):
+        ckdir = storage.checkpoint_dir(rdir)
+        for tmp in ([] if storage.is_url(ckdir) else Path(ckdir).glob("*.orbax-checkpoint-tmp*")):
             shutil.rmtree(tmp, ignore_errors=True)
         raise StorageFull(f"out of disk space writing {rdir} ({type(e).__name__}); free some space and rerun: "
                           "finished records are intact and the run resumes from its last complete checkpoint") from None
@@ -285,7 +288,9 @@ class RunLogger:
     the trackers (:mod:`depthwidth.models.trackers`: TensorBoard, W&B; optional) and a tqdm bar
     (optional).
 
-    ``prior_wall_s`` is the training time logged before the restored step (seconds).
+    ``prior_wall_s`` is the training time logged before the restored step (seconds). For a run
+    directory on a URL the log is rewritten whole at each window (object stores cannot append)
+    and the trackers write to its local mirror (:func:`depthwidth.storage.scratch_dir`).
     """
 
     def __init__(self, rdir: Path, run_id: str, *, start: int, total_steps: int, main: bool,
@@ -298,9 +303,13 @@ class RunLogger:
         self._last_val: float | None = None
         if not main:
             return
-        path.write_text("".join(json.dumps(e) + "\n" for e in kept))
-        self._fh = open(path, "a")
-        self._track = tracking.Trackers(trackers, rdir, run_id, config or {})
+        text = "".join(json.dumps(e) + "\n" for e in kept)
+        path.write_text(text)
+        self._fh = _RewrittenLog(path, text) if storage.is_url(rdir) else open(path, "a")
+        local = storage.scratch_dir(rdir)
+        if trackers and storage.is_url(rdir):
+            local.mkdir(parents=True, exist_ok=True)
+        self._track = tracking.Trackers(trackers, local, run_id, config or {})
         if progress:
             from tqdm import tqdm
 
@@ -330,6 +339,22 @@ class RunLogger:
         for sink in (self._bar, self._fh, self._track):
             if sink:
                 sink.close()
+
+
+class _RewrittenLog:
+    """A file-like ``log.jsonl`` on a URL: each flush writes the whole text again, in one write."""
+
+    def __init__(self, path, text: str):
+        self._path, self._text = path, text
+
+    def write(self, s: str) -> None:
+        self._text += s
+
+    def flush(self) -> None:
+        self._path.write_text(self._text)
+
+    def close(self) -> None:
+        pass
 
 
 def _read_log(path: Path, upto_step: int) -> list[dict]:
@@ -515,15 +540,16 @@ def load_run(run_dir: str | Path):
     import orbax.checkpoint as ocp
     from flax import nnx
 
-    rdir = Path(run_dir)
+    rdir = storage.path(run_dir)
     rec = records.read_record(rdir / "record.json")
     if records.kind_of(rec) != records.TRAIN or rec["status"] != "finished":
         raise UserError(f"{rdir}: not a finished training run (kind {records.kind_of(rec)!r}, status {rec['status']!r})")
     cfg = resolve_vocab(from_dict(rec["config"]), int(rec["vocab_size"]))
-    if not (rdir / "ckpt").is_dir():
-        raise UserError(f"{rdir}: its weights were not kept; train it with --set train.keep_weights=true")
+    ckdir = storage.checkpoint_dir(rdir)
+    if not storage.path(ckdir).is_dir():
+        raise UserError(f"{run_dir}: its weights were not kept; train it with --set train.keep_weights=true")
     layout = state_layout(cfg, sh.make_mesh(MeshConfig(data=1, model=1)))
-    mngr = ocp.CheckpointManager((rdir / "ckpt").absolute(), options=ocp.CheckpointManagerOptions(create=False))
+    mngr = ocp.CheckpointManager(ckdir, options=ocp.CheckpointManagerOptions(create=False))
     try:
         step = mngr.latest_step()
         if step != rec["steps"]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
 
@@ -71,10 +72,10 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
     from depthwidth.fits.law import BUILTIN_LAWS, law_from_fit_dict, load_fit_file
     from depthwidth.fits.table import load_table
 
-    root = Path(results_dir)
+    root = storage.path(results_dir)
     if not root.is_dir():
-        raise UserError(f"results directory not found: {root}")
-    if fit_path is not None and str(fit_path) in BUILTIN_LAWS and not Path(fit_path).exists():
+        raise UserError(f"results directory not found: {results_dir}")
+    if fit_path is not None and str(fit_path) in BUILTIN_LAWS and not storage.path(fit_path).exists():
         raise UserError(f"--fit takes a fit file written by `depthwidth fit`; the published law "
                         f"{fit_path} is always drawn")
     table = load_table(root)
@@ -84,8 +85,8 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         fit = _check_fit_dict(load_fit_file(fit_path), str(fit_path))
         source = str(fit_path)
         fitted_on = (fit.get("table") or {}).get("results")
-        if fitted_on and Path(fitted_on).resolve() != root.resolve():
-            notes.append(f"fit {fit_path} was made from {fitted_on}, not from {root}")
+        if fitted_on and not storage.same_location(fitted_on, results_dir):
+            notes.append(f"fit {fit_path} was made from {fitted_on}, not from {results_dir}")
     else:
         from depthwidth.fits.lawfit import build_fit
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs import figures
 from depthwidth.paper_figs.inputs import load_inputs
@@ -23,7 +24,7 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
     """
     t0 = time.perf_counter()
     inputs = load_inputs(results_dir, fit_path, options)
-    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "figures"
+    out = storage.path(out_dir if out_dir is not None else f"{str(results_dir).rstrip('/')}/figures")
     drawn = []
     with figure_style():
         for name, draw in zip(figures.NAMES, (
@@ -48,4 +49,4 @@ def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
              out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> list[Path]:
     """All figure files written (PNG and PDF of each figure, in figure order); see :func:`render`."""
     rep = render(results_dir, fit_path, out_dir, options)
-    return [Path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]
+    return [storage.path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
+from depthwidth import storage
+
 WIDTH_IN = 6.8  # one journal column and a half; every figure shares it
 HEIGHT_IN = 4.6
 PNG_DPI = 150
@@ -82,7 +84,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     import matplotlib.pyplot as plt
     from matplotlib.legend import Legend
 
-    out = Path(out_dir)
+    out = storage.path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     # A second legend added with ax.add_artist is not in the tight bounding box by default, and
@@ -90,7 +92,9 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     extra = fig.get_default_bbox_extra_artists()
     extra += [c for ax in fig.axes for c in ax.get_children() if isinstance(c, Legend) and c not in extra]
     kw = {"bbox_extra_artists": extra}
-    fig.savefig(paths[0], format="png", metadata={"Software": None}, **kw)
-    fig.savefig(paths[1], format="pdf", metadata={"CreationDate": None, "Creator": None, "Producer": None}, **kw)
+    for p, fmt, meta in ((paths[0], "png", {"Software": None}),
+                         (paths[1], "pdf", {"CreationDate": None, "Creator": None, "Producer": None})):
+        with p.open("wb") as fh:  # a file object: the same call for a local path and a URL
+            fig.savefig(fh, format=fmt, metadata=meta, **kw)
     plt.close(fig)
     return paths

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
@@ -37,19 +38,16 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
     ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
-    files (summary.json, summary.md), wall_s. Raises UserError for non-local paths or a
-    UserError from the sweep.
+    files (summary.json, summary.md), wall_s. ``results`` and ``out`` may be URLs
+    (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
     from depthwidth.experiments import runner
 
-    if "://" in str(results) or (out and "://" in str(out)):
-        raise UserError("reproduce reads results and writes figures on local paths; use a local or mounted "
-                        "(e.g. gcsfuse) directory")
     t0 = time.perf_counter()
     rep = _sweep(preset, results, sweep_kwargs)
-    out_root = Path(out) if out is not None else Path(results)
+    out_root = storage.path(out if out is not None else results)
     groups = runner.group_dirs(preset, results)
-    per = {corpus: _fit_and_draw(gdir, out_root if len(groups) == 1 else out_root / Path(gdir).name,
+    per = {corpus: _fit_and_draw(gdir, out_root if len(groups) == 1 else out_root / storage.path(gdir).name,
                                  fit_options, figures)
            for corpus, gdir in groups.items()}
     summary = {

@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.fits.lawfit import THEORY_SLOPE  # ln 3: ln d_x = L ln 3 at the threshold L_th = log3(d_x)
 from depthwidth.units import format_count
 
@@ -168,7 +169,7 @@ def summary_markdown(s: dict[str, Any]) -> str:
     """Markdown summary (``summary.md``): the same facts as :func:`summary_text`, with tables
     and the figures embedded by paths relative to the output directory."""
     sw = s["sweep"]
-    out = Path(s["out"])
+    out = s["out"]
     md = [f"# Reproduction: preset `{s['preset']}`", "", s["description"], "",
           f"Runs: {sw['finished'] + sw['diverged']}/{sw['total']} with records ({sw['finished']} finished, "
           f"{sw['diverged']} diverged)" + ("" if s["complete"] else " - **incomplete**") + ".", ""]
@@ -225,6 +226,9 @@ def summary_markdown(s: dict[str, Any]) -> str:
 
 
 def _rel(path: str, base: Path) -> str:
+    if storage.is_url(path) or storage.is_url(base):
+        prefix = str(base).rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else path
     try:
         return str(Path(path).resolve().relative_to(base.resolve()))
     except ValueError:

@@ -3,6 +3,7 @@ stealing, stale takeover, failures, interrupts, layout and the ETA. (The real en
 by test_kill.py and test_reproduce.py.)"""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import signal
@@ -200,11 +201,34 @@ def test_several_corpora_get_one_directory_each(tmp_path):
         assert len(recs) == 4 and {r["config"]["data"]["corpus"] for r in recs} == {corpus}
 
 
-def test_a_url_results_location_is_refused(tmp_path):
-    # Records, claims and checkpoints are local files: refused with one line, before any import of jax.
+def test_a_url_results_location_without_its_backend_is_one_line(tmp_path):
+    # gs:// needs gcsfs (the [gcs] extra): without it, one line that names the extra
+    pytest.importorskip("upath")
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed: gs:// would go to the network")
     for train in (None, FakeTrain()):
-        with pytest.raises(UserError, match="local paths only"):
+        with pytest.raises(UserError, match=r"Please install gcsfs.*depthwidth\[gcs\]"):
             runner.run_sweep(SMOKE, "gs://bucket/sweep", train_fn=train, log=lambda m: None)
+
+
+def test_a_sweep_over_several_corpora_on_a_url_puts_each_corpus_under_it(tmp_path):
+    import fsspec
+
+    text = (Path(SMOKE.path).read_text()
+            .replace("seeds = [0, 1]", 'seeds = [0]\ncorpora = ["tinyshakespeare", "kjv"]'))
+    f = tmp_path / "two.toml"
+    f.write_text(text.replace('name = "smoke"', 'name = "two"'))
+    p = load_preset(f)
+    try:
+        rep = runner.run_sweep(p, "memory://multi", train_fn=FakeTrain(), log=lambda m: None)
+        assert rep.groups == {"tinyshakespeare": "memory://multi/tinyshakespeare", "kjv": "memory://multi/kjv"}
+        for corpus in ("tinyshakespeare", "kjv"):
+            recs = records.iter_records(f"memory://multi/{corpus}")
+            assert len(recs) == 4 and {r["config"]["data"]["corpus"] for r in recs} == {corpus}
+        again = runner.run_sweep(p, "memory://multi", train_fn=FakeTrain(), log=lambda m: None)
+        assert again.trained == [] and again.done_before == 8
+    finally:
+        fsspec.filesystem("memory").rm("/multi", recursive=True)
 
 
 def test_core_sets_for_local_jobs():

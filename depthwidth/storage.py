@@ -1,0 +1,147 @@
+"""Where results live: a local path, or any fsspec URL (``gs://``, ``s3://``, ``memory://``, ...).
+
+The bottom layer beside :mod:`depthwidth.records`. Every module that reads or writes a results
+directory turns the user's string into a path with :func:`path`: a local path stays a
+:class:`pathlib.Path` (nothing changes for the default CPU path); a URL becomes a
+:class:`upath.UPath` (universal_pathlib, the pathlib API over fsspec), so the same
+``/``, ``exists``, ``read_text``, ``glob`` and ``open`` work on object storage.
+
+Three things an object store does not have, and what this package does instead:
+
+* **Rename.** A record is written with one whole-object write (one PUT on GCS/S3, which is
+  atomic: readers see the old object or the new one, never half of it), not temp file + rename.
+* **Append.** ``log.jsonl`` on a URL is rewritten whole at every log window
+  (:class:`depthwidth.models.train.RunLogger`); it is a few kB per run.
+* **A POSIX disk for libraries that need one.** Orbax checkpoints go to the run's own ``ckpt/``
+  when orbax can write the URL itself (:data:`ORBAX_SCHEMES`: it writes ``gs://`` and ``s3://``
+  through etils.epath and tensorstore), so a run that resumes on another machine finds them.
+  For other schemes (``memory://``, ``ftp://``, ...) checkpoints, and for every URL the W&B and
+  TensorBoard files, go to :func:`scratch_dir`, a local mirror of the URL: resume then works on
+  the same machine only.
+
+Credentials come from the environment of the process (for GCS: Application Default
+Credentials, e.g. ``gcloud auth application-default login`` or a VM's service account; gcsfs
+and tensorstore both read them), never from this repository. ``memory://`` lives in one process:
+it is for tests and for trying the pipeline, and is refused where work would leave the process
+(:func:`require_shared`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from depthwidth.errors import UserError
+
+ORBAX_SCHEMES = ("gs", "s3")  # URLs orbax checkpoints to by itself (etils.epath + tensorstore)
+PROCESS_LOCAL_SCHEMES = ("memory",)  # fsspec stores that only the current process sees
+SCRATCH_ENV = "DEPTHWIDTH_SCRATCH"
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+
+
+def scheme(p: Any) -> str | None:
+    """The URL scheme of ``p`` (``"gs"`` for ``gs://b/x``), or None for a local path."""
+    m = _URL.match(str(p))
+    return m.group(1).lower() if m else None
+
+
+def is_url(p: Any) -> bool:
+    """Whether ``p`` names a location through fsspec (``scheme://...``) rather than a local path."""
+    return scheme(p) is not None
+
+
+def path(p: Any):
+    """``p`` as a path object: :class:`pathlib.Path` for a local path (or a path object already),
+    :class:`upath.UPath` for a URL. Raises UserError for a URL whose fsspec backend is missing
+    (e.g. ``gs://`` without gcsfs: ``pip install 'depthwidth[gcs]'``) or unknown."""
+    if not isinstance(p, str):
+        if isinstance(p, os.PathLike):
+            return p if isinstance(p, Path) or hasattr(p, "fs") else Path(p)
+        p = str(p)
+    if not is_url(p):
+        return Path(p)
+    from upath import UPath
+
+    try:
+        q = UPath(p)
+        q.fs  # noqa: B018 -- makes the fsspec filesystem now: a missing backend is one line here
+    except (ImportError, ValueError) as e:
+        extra = {"gs": " (pip install 'depthwidth[gcs]')", "s3": " (pip install 'depthwidth[s3]')"}.get(scheme(p), "")
+        raise UserError(f"cannot open {p}: {e}{extra}") from None
+    return q
+
+
+def require_shared(p: Any, what: str) -> None:
+    """Raise UserError when ``p`` is a URL only this process sees (``memory://``) and ``what``
+    (e.g. "--jobs 2") would hand it to other processes, which would each see an empty store."""
+    if scheme(p) in PROCESS_LOCAL_SCHEMES:
+        raise UserError(f"{p}: a {scheme(p)}:// store lives inside one process, and {what} runs other "
+                        "processes; use a local path or a shared URL (gs://, s3://, file://)")
+
+
+def scratch_dir(p: Any) -> Path:
+    """The local mirror of URL ``p`` for files that need a POSIX disk (module doc):
+    ``$DEPTHWIDTH_SCRATCH/<scheme>/<rest of the URL>``, by default under the system temp
+    directory. A local ``p`` is its own mirror (returned as a Path)."""
+    s = str(p)
+    sch = scheme(s)
+    if sch is None:
+        return Path(s)
+    root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "depthwidth-scratch")
+    rest = [part for part in s[len(sch) + 3:].split("/") if part not in ("", ".", "..")]
+    return root.joinpath(sch, *rest)
+
+
+def checkpoint_dir(run_dir: Any) -> str | Path:
+    """Where orbax keeps a run's checkpoints: ``RUN_DIR/ckpt`` (absolute) for a local run
+    directory or an :data:`ORBAX_SCHEMES` URL (a string, as orbax takes it); the ``ckpt`` of the
+    :func:`scratch_dir` for any other URL."""
+    s = str(run_dir).rstrip("/")
+    sch = scheme(s)
+    if sch is None:
+        return Path(s, "ckpt").absolute()
+    if sch in ORBAX_SCHEMES:
+        return f"{s}/ckpt"
+    return scratch_dir(s) / "ckpt"
+
+
+def drop_checkpoints(run_dir: Any) -> None:
+    """Delete a finished run's checkpoints (:func:`checkpoint_dir`) and, when they were in the
+    local mirror, the mirror's directories they leave empty."""
+    ckpt = checkpoint_dir(run_dir)
+    rmtree(ckpt)
+    if isinstance(ckpt, Path) and is_url(run_dir):
+        with contextlib.suppress(OSError):
+            os.removedirs(ckpt.parent)  # stops at the first directory that is not empty
+
+
+def rmtree(p: Any) -> None:
+    """Delete directory ``p`` and everything under it (local path or URL); absent: nothing."""
+    if is_url(p):
+        q = path(p)
+        try:
+            q.fs.rm(q.path, recursive=True)
+        except FileNotFoundError:
+            pass
+        return
+    shutil.rmtree(p, ignore_errors=True)
+
+
+def is_file(p: Any) -> bool:
+    """Whether ``p`` (local path or URL) exists and is not a directory (a results directory
+    given as a file is refused before any work)."""
+    q = path(p)
+    return q.exists() and not q.is_dir()
+
+
+def same_location(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` name the same directory (local paths resolved; URLs compared as text)."""
+    if is_url(a) or is_url(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return Path(a).resolve() == Path(b).resolve()

@@ -1,0 +1,233 @@
+"""Results on any fsspec URL (issue 13, depthwidth.storage): train -> fit -> figs on ``memory://``
+in one process, an exact resume there, a ``file://`` URL shared by worker processes, and the
+one-line errors."""
+
+import dataclasses
+import json
+import subprocess
+
+import fsspec
+import pytest
+from upath import UPath
+
+from depthwidth import records, storage
+from depthwidth.cli import main
+from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
+from depthwidth.errors import UserError
+from depthwidth.experiments import claims
+from depthwidth.models.train import train_run
+
+CFG = RunConfig(
+    model=ModelConfig(n_layer=1, d_model=16, n_head=2, seq_len=32),
+    data=DataConfig(corpus="tinyshakespeare", tokenizer="char"),
+    train=TrainConfig(steps=20, batch_size=8, lr=3e-3, warmup_steps=4, log_every=5, ckpt_every=10, eval_every=10,
+                      eval_batches=2, test_sequences=64),
+    mesh=MeshConfig(data=1),
+)
+
+# 2 depths x 2 widths x 2 seeds: enough for the fit to look for transitions (it finds a result,
+# "ok" or "insufficient", and writes it) and for the figures
+GRID = """
+name = "grid"
+description = "2 x 2 x 2 tiny runs"
+[base.model]
+n_head = 2
+seq_len = 32
+[base.data]
+corpus = "tinyshakespeare"
+tokenizer = "char"
+[base.train]
+steps = 20
+batch_size = 8
+lr = 3e-3
+warmup_steps = 4
+log_every = 5
+ckpt_every = 10
+eval_batches = 2
+test_sequences = 64
+[grid]
+depths = [1, 2]
+seeds = [0, 1]
+[grid.widths]
+1 = [16, 24]
+2 = [16, 24]
+"""
+
+TWO_RUNS = GRID.replace("depths = [1, 2]", "depths = [1]").replace("seeds = [0, 1]", "seeds = [0]")
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, tmp_path_factory, monkeypatch, corpora_dir):
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("DEPTHWIDTH_DATA", str(corpora_dir))
+    monkeypatch.setenv(storage.SCRATCH_ENV, str(tmp_path / "scratch"))
+    yield
+    fsspec.filesystem("memory").store.clear()  # memory:// is per process: tests must not see each other's
+    fsspec.filesystem("memory").pseudo_dirs[:] = [""]
+
+
+def _no_times(entries):
+    return [{k: v for k, v in e.items() if k not in ("tokens_per_s", "mfu", "wall_s")} for e in entries]
+
+
+def _log(run_dir):
+    return [json.loads(x) for x in (run_dir / "log.jsonl").read_text().splitlines()]
+
+
+# ------------------------------------------------------------------------------ the rules
+
+
+def test_local_paths_stay_paths_and_urls_become_upaths(tmp_path):
+    assert storage.path(str(tmp_path)) == tmp_path and type(storage.path(str(tmp_path))) is type(tmp_path)
+    assert storage.scheme("gs://b/x") == "gs" and storage.scheme("/a/b") is None and storage.scheme("a:b") is None
+    p = storage.path("memory://r/runs")
+    assert isinstance(p, UPath) and str(p / "x") == "memory://r/runs/x"
+    assert records.run_dir("memory://r", "abc") == UPath("memory://r/runs/abc")
+
+
+def test_checkpoints_go_where_orbax_can_write_them(tmp_path):
+    # local: beside the record; gs:// and s3://: orbax writes the bucket itself (resume on any
+    # node); other schemes: the local mirror under $DEPTHWIDTH_SCRATCH
+    assert storage.checkpoint_dir(tmp_path / "runs" / "a") == tmp_path / "runs" / "a" / "ckpt"
+    assert storage.checkpoint_dir("gs://bucket/r/runs/a") == "gs://bucket/r/runs/a/ckpt"
+    assert storage.checkpoint_dir("s3://bucket/r/runs/a/") == "s3://bucket/r/runs/a/ckpt"
+    assert storage.checkpoint_dir("memory://r/runs/a") == tmp_path / "scratch" / "memory" / "r" / "runs" / "a" / "ckpt"
+    # a URL cannot climb out of the mirror
+    assert storage.scratch_dir("memory://../../etc/x") == tmp_path / "scratch" / "memory" / "etc" / "x"
+
+
+def test_exclusive_create_and_claims_work_on_a_url():
+    assert records.write_atomic("memory://c/a.json", "1", exclusive=True) is True
+    assert records.write_atomic("memory://c/a.json", "2", exclusive=True) is False
+    assert UPath("memory://c/a.json").read_text() == "1"
+    store = claims.LocalStore("memory://c")
+    assert store.create_exclusive("runs/x/claim.json", {"token": "t1"}) is True
+    assert store.create_exclusive("runs/x/claim.json", {"token": "t2"}) is False
+    assert store.read_json("runs/x/claim.json") == {"token": "t1"} and store.enforces_exclusive
+    store.replace("runs/x/claim.json", {"token": "t3"})
+    assert store.read_json("runs/x/claim.json") == {"token": "t3"}
+    store.remove("runs/x/claim.json")
+    store.remove("runs/x/claim.json")  # already gone: nothing
+    assert store.read_json("runs/x/claim.json") is None and not store.exists("runs/x/claim.json")
+
+
+def test_memory_urls_are_refused_where_other_processes_would_use_them():
+    with pytest.raises(UserError, match="lives inside one process"):
+        storage.require_shared("memory://r", "--jobs 2")
+    storage.require_shared("gs://b/r", "--jobs 2")  # shared: fine
+    storage.require_shared("/tmp/r", "--jobs 2")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["fit", "--results", "nope://b/r"], "cannot open nope://b/r: Unsupported filesystem: 'nope'"),
+    (["fit", "--results", "memory://absent"], "results directory not found: memory://absent"),
+    (["sweep", "--preset", "smoke", "--results", "memory://r", "--jobs", "2"], "lives inside one process"),
+])
+def test_bad_urls_are_one_line_errors(argv, msg, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0], err
+
+
+def test_a_url_results_that_is_a_file_is_refused_before_any_work(capsys):
+    UPath("memory://f").write_text("not a directory")
+    assert main(["train", "--out", "memory://f"]) == 2
+    assert "--out memory://f exists and is not a directory" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def test_memory_url_train_fit_figs_end_to_end(tmp_path, capsys):
+    preset = tmp_path / "grid.toml"
+    preset.write_text(GRID)
+    assert main(["sweep", "--preset", str(preset), "--results", "memory://r", "--no-progress", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert (len(rep["trained"]), rep["failed"]) == (8, [])
+    recs = records.iter_records("memory://r")
+    assert len(recs) == 8 and all(r["status"] == "finished" for r in recs)
+    run = records.run_dir("memory://r", recs[0]["run_id"])
+    assert [e["step"] for e in _log(run)] == [5, 10, 15, 20]
+    assert not (tmp_path / "scratch").exists()  # the checkpoints in the local mirror were deleted
+    # a second pass trains nothing
+    assert main(["sweep", "--preset", str(preset), "--results", "memory://r", "--no-progress", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trained"] == []
+
+    assert main(["fit", "--results", "memory://r", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    stored = json.loads(UPath("memory://r/fit.json").read_text())
+    assert fit["out"] == "memory://r/fit.json" and stored["table"]["results"] == "memory://r"
+    assert stored["table"]["n_used"] == 8 and stored["status"] == fit["status"]
+
+    assert main(["figs", "--results", "memory://r", "--fit", "memory://r/fit.json", "--out", "memory://r/figures",
+                 "--json"]) == 0
+    figs = json.loads(capsys.readouterr().out)
+    files = [f[k] for f in figs["figures"] for k in ("png", "pdf")]
+    assert len(files) == 8 and all(f.startswith("memory://r/figures/") for f in files)
+    for f in files:
+        head = UPath(f).read_bytes()[:5]
+        assert head == (b"\x89PNG\r" if f.endswith(".png") else b"%PDF-")
+    # the same figures as from a local copy of the same records
+    local = tmp_path / "local"
+    fsspec.filesystem("memory").get("/r/runs", str(local / "runs"), recursive=True)
+    assert main(["figs", "--results", str(local), "--out", str(tmp_path / "figs"), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["figs", "--results", "memory://r", "--out", "memory://r/figs2", "--json"]) == 0
+    capsys.readouterr()
+    for name in ("png", "pdf"):
+        for f in sorted((tmp_path / "figs").glob(f"*.{name}")):
+            assert UPath(f"memory://r/figs2/{f.name}").read_bytes() == f.read_bytes(), f.name
+
+    # reproduce = sweep + fit + figures + summary, all on the URL (nothing left to train)
+    assert main(["reproduce", "--preset", str(preset), "--results", "memory://r", "--out", "memory://r/rep",
+                 "--no-progress", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["sweep"]["trained"] == [] and rep["files"] == ["memory://r/rep/summary.json", "memory://r/rep/summary.md"]
+    summary = json.loads(UPath("memory://r/rep/summary.json").read_text())
+    assert summary["results"] == "memory://r" and summary["corpora"]["tinyshakespeare"]["figures"]
+    assert "](figures/fig1_loss_vs_params.png)" in UPath("memory://r/rep/summary.md").read_text()
+
+
+def test_a_run_killed_on_a_url_resumes_exactly_as_an_uninterrupted_local_run(tmp_path):
+    local = train_run(CFG, tmp_path / "local", progress=False, verbose=False)
+    assert train_run(CFG, "memory://k", progress=False, verbose=False, stop_after=10) is None
+    run = records.run_dir("memory://k", local["run_id"])
+    ckpt = storage.checkpoint_dir(run)
+    assert sorted(p.name for p in ckpt.iterdir() if p.name.isdigit()) == ["10"]  # in the local mirror
+    assert [e["step"] for e in _log(run)] == [5, 10] and not (run / "record.json").exists()
+    rec = train_run(CFG, "memory://k", progress=False, verbose=False)
+    assert json.loads(json.dumps(rec)) == records.read_record(run / "record.json")
+    for k in ("test_loss", "val_loss", "train_loss", "test_loss_chunks", "steps", "tokens", "config", "run_id"):
+        assert json.dumps(rec[k]) == json.dumps(local[k]), k
+    assert _no_times(_log(run)) == _no_times(_log(tmp_path / "local" / "runs" / local["run_id"]))
+    assert not ckpt.exists()
+
+
+def test_a_file_url_is_shared_by_two_worker_processes(tmp_path, cli_cmd, engine_env):
+    # file:// goes through fsspec (records, logs, claims with mode "xb") like a bucket would,
+    # but other processes see it: two workers, each run trained once
+    preset = tmp_path / "two.toml"
+    preset.write_text(TWO_RUNS)
+    url = f"file://{tmp_path}/res"
+    env = {**engine_env, storage.SCRATCH_ENV: str(tmp_path / "scratch")}
+    argv = cli_cmd + ["sweep", "--preset", str(preset), "--results", url, "--jobs", "2", "--no-progress", "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rep = json.loads(done.stdout)
+    assert (len(rep["trained"]), rep["failed"]) == (2, [])
+    recs = records.iter_records(tmp_path / "res")  # the same files, read as a local path
+    assert len(recs) == 2 and len({r["run_id"] for r in recs}) == 2
+    for r in recs:
+        d = tmp_path / "res" / "runs" / r["run_id"]
+        assert not (d / "claim.json").exists() and not (d / "ckpt").exists()
+    again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout)["trained"] == [], again.stderr[-2000:]
+
+
+def test_load_run_reloads_kept_weights_from_a_url(tmp_path):
+    from depthwidth.models.train import load_run
+
+    cfg = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, keep_weights=True))
+    rec = train_run(cfg, "memory://w", progress=False, verbose=False)
+    rcfg, model = load_run(f"memory://w/runs/{rec['run_id']}")
+    assert rcfg.model.d_model == 16 and model is not None
