@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[1] / "depthwidth"
 # record format at the bottom beside the config and the orchestrator on top.
 LAYERS = [
     {"depthwidth", "errors"},  # "depthwidth" = the package's __init__ (__version__)
-    {"units", "console", "hostcpu", "interrupts", "config"},
+    {"units", "console", "hostcpu", "interrupts", "config", "storage"},
     {"theory"},
     {"records"},
     {"data"},
