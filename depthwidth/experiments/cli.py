@@ -203,7 +203,8 @@ def _ray_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Ray (pip install 'depthwidth[ray]'; depthwidth.experiments.ray_runner)")
     g.add_argument("--ray", metavar="ADDRESS|local",
                    help="run each run as a Ray task: 'local' starts a cluster on this machine, else the address "
-                        "of a running one (auto, ray://HOST:10001); --results must be a path every node sees")
+                        "of a running one (auto, ray://HOST:10001); --results must be a place every node sees "
+                        "(a bucket URL, NFS)")
     g.add_argument("--ray-num-cpus", metavar="N", help="CPUs of a --ray local cluster (default: all of this machine's)")
     g.add_argument("--ray-num-cpus-per-run", metavar="X", help="Ray CPUs each run asks for (default 1)")
     g.add_argument("--ray-num-gpus-per-run", metavar="X", help="Ray GPUs each run asks for (default 0)")
@@ -211,6 +212,14 @@ def _ray_args(p: argparse.ArgumentParser) -> None:
                    help="a custom Ray resource each run asks for, e.g. TPU=4 (repeatable)")
     g.add_argument("--ray-max-retries", metavar="N",
                    help="reruns of a run's task after its worker or node died (default 3; -1: no limit)")
+    g.add_argument("--ray-hosts-per-run", metavar="K",
+                   help="train each run as K processes joined by jax.distributed, one per bundle of a Ray placement "
+                        "group (a model sharded over several hosts; the per-run requests above are per process)")
+    g.add_argument("--ray-group-strategy", metavar="S",
+                   help="placement strategy of a run's K processes: STRICT_SPREAD (default: one per node), SPREAD, "
+                        "PACK (default with --ray local), STRICT_PACK")
+    g.add_argument("--ray-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable of the training processes, e.g. XLA_FLAGS=... (repeatable)")
 
 
 def ray_options(args: argparse.Namespace):
@@ -220,7 +229,9 @@ def ray_options(args: argparse.Namespace):
 
     extra = [f for f, v in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-cpus-per-run", args.ray_num_cpus_per_run),
                             ("--ray-num-gpus-per-run", args.ray_num_gpus_per_run),
-                            ("--ray-resources", args.ray_resources), ("--ray-max-retries", args.ray_max_retries)) if v]
+                            ("--ray-resources", args.ray_resources), ("--ray-max-retries", args.ray_max_retries),
+                            ("--ray-hosts-per-run", args.ray_hosts_per_run),
+                            ("--ray-group-strategy", args.ray_group_strategy), ("--ray-env", args.ray_env)) if v]
     if args.ray is None:
         if extra:
             raise UserError(f"{extra[0]} needs --ray ADDRESS|local")
@@ -229,7 +240,7 @@ def ray_options(args: argparse.Namespace):
                             ("--num-workers", args.num_workers != "1"), ("--no-steal", args.no_steal)) if v]
     if local:
         raise UserError(f"--ray places every run itself; drop {local[0]}")
-    from depthwidth.experiments.ray_runner import RayOptions, parse_resources
+    from depthwidth.experiments.ray_runner import RayOptions, parse_env, parse_resources
 
     def per_run(text, name, default):
         if text is None:
@@ -246,7 +257,11 @@ def ray_options(args: argparse.Namespace):
         gpus_per_run=per_run(args.ray_num_gpus_per_run, "--ray-num-gpus-per-run", 0.0),
         resources=parse_resources(args.ray_resources),
         max_retries=3 if args.ray_max_retries is None else parse_int(args.ray_max_retries, name="--ray-max-retries",
-                                                                      minimum=-1))
+                                                                      minimum=-1),
+        hosts_per_run=1 if args.ray_hosts_per_run is None else parse_int(args.ray_hosts_per_run,
+                                                                          name="--ray-hosts-per-run", minimum=1),
+        strategy=None if args.ray_group_strategy is None else args.ray_group_strategy.strip().upper(),
+        env=parse_env(args.ray_env))
 
 
 def load(args: argparse.Namespace):

@@ -50,6 +50,7 @@ from depthwidth.experiments.presets import Preset
 
 RAY_MISSING = "--ray needs Ray: pip install 'depthwidth[ray]'"
 DEFAULT_MAX_RETRIES = 3
+STRATEGIES = ("STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")  # Ray placement group strategies
 CANCEL_GRACE_S = 30.0  # how long Ctrl-C waits for cancelled tasks to release their claims
 
 
@@ -61,7 +62,11 @@ class RayOptions:
     num_cpus: CPUs of a local cluster (default os.cpu_count(); unused with an address);
     cpus_per_run, gpus_per_run: Ray resource units requested by each run's task;
     resources: custom resources per task, e.g. {"TPU": 4}; max_retries: how often Ray reruns a
-    task whose worker or node died (-1: without limit).
+    task whose worker or node died (-1: without limit); hosts_per_run: processes per run (K > 1:
+    a task group joined by jax.distributed, :mod:`depthwidth.experiments.ray_groups`; the
+    per-run request above is then per process); strategy: the group's placement strategy
+    (default STRICT_SPREAD, PACK for a local cluster); env: environment variables of the
+    training processes (Ray runtime env).
     """
 
     address: str = "local"
@@ -70,6 +75,9 @@ class RayOptions:
     gpus_per_run: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)
     max_retries: int = DEFAULT_MAX_RETRIES
+    hosts_per_run: int = 1
+    strategy: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.address:
@@ -80,14 +88,31 @@ class RayOptions:
             raise UserError("--ray-num-cpus-per-run and --ray-num-gpus-per-run must be >= 0, --ray-resources > 0")
         if self.max_retries < -1:
             raise UserError(f"--ray-max-retries must be >= -1, got {self.max_retries}")
+        if self.hosts_per_run < 1:
+            raise UserError(f"--ray-hosts-per-run must be >= 1, got {self.hosts_per_run}")
+        if self.strategy is not None and self.strategy not in STRATEGIES:
+            raise UserError(f"--ray-group-strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+
+    def bundle(self) -> dict[str, float]:
+        """What one training process asks for (Ray resource names)."""
+        return {"CPU": self.cpus_per_run, "GPU": self.gpus_per_run, **self.resources}
+
+    def group_strategy(self) -> str:
+        """The placement strategy of a run's task group (one node only: PACK)."""
+        return self.strategy or ("PACK" if self.address == "local" else "STRICT_SPREAD")
 
     def task_options(self) -> dict[str, Any]:
         """Keyword arguments of ``ray.remote`` for one run's task."""
         # A GPU or TPU stays held by the process that opened it: one run per worker process
         # frees it for the next task. CPU-only workers are reused (jax is imported once).
+        if self.hosts_per_run > 1:  # the leader of a task group: its members hold the resources
+            return {"num_cpus": 0, "max_retries": self.max_retries, "retry_exceptions": False}
         exclusive = self.gpus_per_run > 0 or bool(self.resources)
-        return {"num_cpus": self.cpus_per_run, "num_gpus": self.gpus_per_run, "resources": dict(self.resources),
+        opts = {"num_cpus": self.cpus_per_run, "num_gpus": self.gpus_per_run, "resources": dict(self.resources),
                 "max_retries": self.max_retries, "retry_exceptions": False, "max_calls": 1 if exclusive else 0}
+        if self.env:
+            opts["runtime_env"] = {"env_vars": dict(self.env)}
+        return opts
 
 
 def parse_resources(items: list[str]) -> dict[str, float]:
@@ -104,6 +129,18 @@ def parse_resources(items: list[str]) -> dict[str, float]:
             raise UserError(f"--ray-resources {item!r}: expected NAME=N with N > 0 (e.g. TPU=4; CPUs and GPUs "
                             "have their own flags)")
         out[name] = n
+    return out
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    """``["XLA_FLAGS=--a", "X=1"]`` -> {"XLA_FLAGS": "--a", "X": "1"}. Raises UserError on an
+    item without ``=`` or with an empty or repeated name."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or name.strip() in out or any(c.isspace() for c in name.strip()):
+            raise UserError(f"--ray-env {item!r}: expected NAME=VALUE, each NAME once")
+        out[name.strip()] = value
     return out
 
 
@@ -141,11 +178,13 @@ def _check_fits(opts: RayOptions, have: dict[str, float]) -> None:
     """UserError if one run's request exceeds what a local cluster has: Ray would wait for a
     node that can never join (an autoscaler message, forever). Not checked for an address:
     a remote cluster may grow."""
-    want = {"CPU": opts.cpus_per_run, "GPU": opts.gpus_per_run, **opts.resources}
-    short = [f"{k}={v:g} (the local cluster has {have.get(k, 0):g})" for k, v in want.items()
-             if v > 0 and v > have.get(k, 0)]
+    k = opts.hosts_per_run
+    want = {name: v * k for name, v in opts.bundle().items()}
+    short = [f"{name}={v:g} (the local cluster has {have.get(name, 0):g})" for name, v in want.items()
+             if v > 0 and v > have.get(name, 0)]
     if short:
-        raise UserError(f"--ray local: each run asks for {', '.join(short)}; no run could ever start")
+        per = f" ({k} processes)" if k > 1 else ""
+        raise UserError(f"--ray local: each run{per} asks for {', '.join(short)}; no run could ever start")
 
 
 def _log(msg: str) -> None:
@@ -154,8 +193,10 @@ def _log(msg: str) -> None:
 
 def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_after_s: float, settle_s: float,
                heartbeat_s: float, train_fn: Callable[..., dict[str, Any] | None] | None,
-               compile_cache: str | Path | None | bool) -> dict[str, Any]:
+               compile_cache: str | Path | None | bool, group: RayOptions | None = None) -> dict[str, Any]:
     """What one Ray task does (on a worker): claim ``job``'s run with ``token``, train it, release.
+    With ``group`` (hosts_per_run > 1) this task is the leader of the run's task group and the
+    training happens in its members (:func:`depthwidth.experiments.ray_groups.train_group`).
 
     Returns {"outcome": ..., ...}: "done" (a record existed; "record"), "busy" (another live
     worker holds it; "why"), "trained" ("record", "elapsed_s" seconds in the task, "host"),
@@ -173,11 +214,16 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
     try:
         if isinstance(rec := store.read_json(rel), dict):  # finished by another worker just before our claim
             return {"outcome": "done", "record": rec}
-        train = runner._Engine(train_fn, compile_cache).get()
         t0 = time.perf_counter()
         with claims.Heartbeat(store, claim, heartbeat_s, log=_log):
             try:
-                rec = train(job.cfg, job.results, **train_kw)
+                if group is not None:
+                    from depthwidth.experiments.ray_groups import train_group
+
+                    rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn, compile_cache=compile_cache,
+                                      log=_log)
+                else:
+                    rec = runner._Engine(train_fn, compile_cache).get()(job.cfg, job.results, **train_kw)
             except UserError as e:
                 return {"outcome": "user_error", "error": str(e)}
             except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
@@ -241,7 +287,8 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
                         dataclasses.replace(job, results=str(Path(job.results).absolute()))
                     refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
                                      settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn,
-                                     compile_cache=compile_cache)] = job
+                                     compile_cache=compile_cache,
+                                     group=opts if opts.hosts_per_run > 1 else None)] = job
             log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
                 f"{_slots(ray, opts)} can run at once")
             _collect(ray, refs, sweep, opts, log)
@@ -253,13 +300,16 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
 
 def _request_text(opts: RayOptions) -> str:
     parts = [f"{opts.cpus_per_run:g} CPU"] + ([f"{opts.gpus_per_run:g} GPU"] if opts.gpus_per_run else [])
-    return " + ".join(parts + [f"{v:g} {k}" for k, v in opts.resources.items()]) + " per run"
+    each = " + ".join(parts + [f"{v:g} {k}" for k, v in opts.resources.items()])
+    if opts.hosts_per_run > 1:
+        return f"{opts.hosts_per_run} processes per run ({opts.group_strategy()}), {each} each"
+    return each + " per run"
 
 
 def _slots(ray, opts: RayOptions) -> int:
     """How many runs the cluster's resources fit at once (at least 1), for the ETA."""
     total = ray.cluster_resources()
-    need = {"CPU": opts.cpus_per_run, "GPU": opts.gpus_per_run, **opts.resources}
+    need = {name: v * opts.hosts_per_run for name, v in opts.bundle().items()}
     fits = [int(total.get(k, 0) // v) for k, v in need.items() if v > 0]
     return max(1, min(fits)) if fits else max(1, int(total.get("CPU", 1)))
 

@@ -230,6 +230,6 @@ def _rel(path: str, base: Path) -> str:
         prefix = str(base).rstrip("/") + "/"
         return path[len(prefix):] if path.startswith(prefix) else path
     try:
-        return str(Path(path).resolve().relative_to(base.resolve()))
+        return str(Path(path).resolve().relative_to(Path(base).resolve()))
     except ValueError:
         return str(path)

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from depthwidth.experiments import ray_runner
@@ -255,3 +256,100 @@ def test_a_request_a_local_cluster_cannot_meet_is_one_error_not_a_wait():
                          (ray_runner.RayOptions(cpus_per_run=3.0), "CPU=3 (the local cluster has 2)")):
         with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)")):
             ray_runner._check_fits(opts, have)
+
+
+# ------------------------------------------------------------------------------ task groups
+
+# A run over 2 processes x 4 fake CPU devices (a task group joined by jax.distributed) on the
+# FSDP mesh of tests/models/test_multihost.py: gradients and every checkpoint cross processes.
+GROUP_SETS = ["mesh.data=4", "mesh.model=2", "train.steps=20", "train.ckpt_every=5", "train.log_every=10",
+              "train.warmup_steps=2"]
+GROUP_RULES = [["batch", "data"], ["embed", "data"], ["vocab", "model"], ["mlp", "model"], ["heads", "model"]]
+GROUP_RTOL = 1e-5  # as test_multihost: gloo sums in another order than in-process collectives
+
+
+class KillMemberOnce:
+    """train_run, except that process 1 of the group's first attempt (marker file) SIGKILLs
+    itself once the run's first checkpoint is complete; every call logs {pid, process, ckpt}."""
+
+    def __init__(self, marker: str, log: str):
+        self.marker, self.log = marker, log
+
+    def __call__(self, cfg, results_dir, **kw):
+        import jax
+
+        from depthwidth.models.train import train_run
+
+        ckpt = Path(results_dir, "runs", cfg.run_id(), "ckpt")
+        steps = sorted(int(p.name) for p in ckpt.glob("*") if p.name.isdigit())
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "process": jax.process_index(), "ckpt": steps}) + "\n")
+        if jax.process_index() != 1:
+            return train_run(cfg, results_dir, **kw)
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return train_run(cfg, results_dir, **kw)
+
+        def kill_after_checkpoint():
+            while not any(p.name.isdigit() for p in ckpt.glob("*")):
+                time.sleep(0.002)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=kill_after_checkpoint, daemon=True).start()
+        return train_run(cfg, results_dir, **kw)
+
+
+def test_a_run_over_a_task_group_of_two_processes_survives_a_dead_member(tmp_path, ray_cluster, engine_env,
+                                                                         monkeypatch):
+    from depthwidth.models.train import train_run
+
+    for k in ("DEPTHWIDTH_DATA", "DEPTHWIDTH_CACHE"):
+        monkeypatch.setenv(k, engine_env[k])
+
+    base = with_overrides(load_preset("smoke"), GROUP_SETS)
+    base = dataclasses.replace(base, runs=base.runs[:1])
+    (cfg,) = base.runs
+    cfg = dataclasses.replace(cfg, mesh=dataclasses.replace(cfg.mesh, rules=tuple(map(tuple, GROUP_RULES))))
+    one = dataclasses.replace(base, runs=(cfg,))
+    ref = train_run(cfg, tmp_path / "ref", progress=False, verbose=False)  # this process: 1 x 8 devices
+    assert ref["device"] == "cpu x8"
+
+    results, attempts = tmp_path / "results", tmp_path / "attempts.jsonl"
+    opts = ray_runner.RayOptions(hosts_per_run=2, max_retries=1,
+                                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    lines = []
+    rep = ray_runner.run_ray_sweep(one, results, opts, train_fn=KillMemberOnce(str(tmp_path / "killed"), str(attempts)),
+                                   verbose=False, log=lines.append)
+    assert rep.trained == [cfg.run_id()] and not rep.failed, (rep, lines)
+    calls = [json.loads(x) for x in attempts.read_text().splitlines()]
+    # two attempts of both processes, each in a fresh process; the second found the checkpoint
+    assert sorted(c["process"] for c in calls) == [0, 0, 1, 1] and len({c["pid"] for c in calls}) == 4
+    first, second = calls[:2], calls[2:]
+    assert all(c["ckpt"] == [] for c in first) and all(c["ckpt"] for c in second)
+    assert max(second[0]["ckpt"]) < 20
+    assert any("processes per run (PACK)" in x for x in lines)
+    rec = json.loads((results / "runs" / cfg.run_id() / "record.json").read_text())
+    assert rec["device"] == "cpu x8" and rec["steps"] == 20 and rec["status"] == "finished"
+    np.testing.assert_allclose([rec[k] for k in LOSSES], [ref[k] for k in LOSSES], rtol=GROUP_RTOL)
+    assert not (results / "runs" / cfg.run_id() / "claim.json").exists()
+    assert ray_cluster.util.placement_group_table() and all(
+        g["state"] == "REMOVED" for g in ray_cluster.util.placement_group_table().values())
+
+
+def test_group_options():
+    from depthwidth.errors import UserError
+
+    assert ray_runner.RayOptions(hosts_per_run=2).task_options() == {"num_cpus": 0, "max_retries": 3,
+                                                                      "retry_exceptions": False}
+    assert ray_runner.RayOptions(hosts_per_run=2).group_strategy() == "PACK"
+    assert ray_runner.RayOptions(address="auto", hosts_per_run=2).group_strategy() == "STRICT_SPREAD"
+    assert ray_runner.parse_env(["XLA_FLAGS=--a=1 --b", "X="]) == {"XLA_FLAGS": "--a=1 --b", "X": ""}
+    for bad in (["X"], ["=1"], ["X=1", "X=2"]):
+        with pytest.raises(UserError, match="expected NAME=VALUE"):
+            ray_runner.parse_env(bad)
+    with pytest.raises(UserError, match="--ray-group-strategy must be one of"):
+        ray_runner.RayOptions(strategy="ANYWHERE")
+    # a local cluster must hold the whole group: K x the per-process request
+    with pytest.raises(UserError, match=r"each run \(3 processes\) asks for CPU=3 \(the local cluster has 2\)"):
+        ray_runner._check_fits(ray_runner.RayOptions(hosts_per_run=3), {"CPU": 2.0})
