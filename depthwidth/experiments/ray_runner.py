@@ -19,6 +19,9 @@ default CPU path never loads it.
   that task reuses, so a retry takes over at once the claim its dead attempt left behind, on any
   node (a dead claim of some *other* owner is taken over by the usual rules: dead pid on the
   same machine, or a heartbeat older than ``stale_after_s``).
+* **Task groups.** With ``hosts_per_run`` K > 1 a run is K processes joined by jax.distributed
+  in a Ray placement group, led by a task that holds the claim
+  (:mod:`depthwidth.experiments.ray_groups`).
 * **Shared storage.** Every node reads and writes ``DIR`` (records, logs, checkpoints,
   claims), so ``DIR`` must be one place that all nodes see: a bucket URL (``gs://b/dir``,
   :mod:`depthwidth.storage`; checkpoints through orbax's own ``gs://`` support), NFS, a gcsfuse
