@@ -14,7 +14,8 @@ Three things an object store does not have, and what this package does instead:
   (:class:`depthwidth.models.train.RunLogger`); it is a few kB per run.
 * **A POSIX disk for libraries that need one.** Orbax checkpoints go to the run's own ``ckpt/``
   when orbax can write the URL itself (:data:`ORBAX_SCHEMES`: it writes ``gs://`` and ``s3://``
-  through etils.epath and tensorstore), so a run that resumes on another machine finds them.
+  through etils.epath and tensorstore), so a run that resumes on another machine finds them;
+  for ``file://`` they go beside the record as for a plain path.
   For other schemes (``memory://``, ``ftp://``, ...) checkpoints, and for every URL the W&B and
   TensorBoard files, go to :func:`scratch_dir`, a local mirror of the URL: resume then works on
   the same machine only.
@@ -100,12 +101,14 @@ def scratch_dir(p: Any) -> Path:
 
 def checkpoint_dir(run_dir: Any) -> str | Path:
     """Where orbax keeps a run's checkpoints: ``RUN_DIR/ckpt`` (absolute) for a local run
-    directory or an :data:`ORBAX_SCHEMES` URL (a string, as orbax takes it); the ``ckpt`` of the
-    :func:`scratch_dir` for any other URL."""
+    directory (also one given as a ``file://`` URL) or an :data:`ORBAX_SCHEMES` URL (a string,
+    as orbax takes it); the ``ckpt`` of the :func:`scratch_dir` for any other URL."""
     s = str(run_dir).rstrip("/")
     sch = scheme(s)
     if sch is None:
         return Path(s, "ckpt").absolute()
+    if sch == "file":  # a local path spelled as a URL: beside the record, like a plain path
+        return Path(path(s).path, "ckpt")
     if sch in ORBAX_SCHEMES:
         return f"{s}/ckpt"
     return scratch_dir(s) / "ckpt"
@@ -116,7 +119,7 @@ def drop_checkpoints(run_dir: Any) -> None:
     local mirror, the mirror's directories they leave empty."""
     ckpt = checkpoint_dir(run_dir)
     rmtree(ckpt)
-    if isinstance(ckpt, Path) and is_url(run_dir):
+    if scheme(run_dir) not in (None, "file", *ORBAX_SCHEMES):
         with contextlib.suppress(OSError):
             os.removedirs(ckpt.parent)  # stops at the first directory that is not empty
 

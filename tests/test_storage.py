@@ -92,6 +92,7 @@ def test_checkpoints_go_where_orbax_can_write_them(tmp_path):
     assert storage.checkpoint_dir(tmp_path / "runs" / "a") == tmp_path / "runs" / "a" / "ckpt"
     assert storage.checkpoint_dir("gs://bucket/r/runs/a") == "gs://bucket/r/runs/a/ckpt"
     assert storage.checkpoint_dir("s3://bucket/r/runs/a/") == "s3://bucket/r/runs/a/ckpt"
+    assert storage.checkpoint_dir(f"file://{tmp_path}/runs/a") == tmp_path / "runs" / "a" / "ckpt"
     assert storage.checkpoint_dir("memory://r/runs/a") == tmp_path / "scratch" / "memory" / "r" / "runs" / "a" / "ckpt"
     # a URL cannot climb out of the mirror
     assert storage.scratch_dir("memory://../../etc/x") == tmp_path / "scratch" / "memory" / "etc" / "x"
@@ -123,6 +124,8 @@ def test_memory_urls_are_refused_where_other_processes_would_use_them():
     (["fit", "--results", "nope://b/r"], "cannot open nope://b/r: Unsupported filesystem: 'nope'"),
     (["fit", "--results", "memory://absent"], "results directory not found: memory://absent"),
     (["sweep", "--preset", "smoke", "--results", "memory://r", "--jobs", "2"], "lives inside one process"),
+    (["exp", "triple", "--results", "memory://t"], "the seed experiments read and write local paths"),
+    (["exp", "latency", "--out", "gs://b/l"], "the seed experiments read and write local paths"),
 ])
 def test_bad_urls_are_one_line_errors(argv, msg, capsys):
     assert main(argv) == 2

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from depthwidth import records
+from depthwidth import records, storage
 from depthwidth.errors import UserError
 
 
@@ -33,7 +33,7 @@ def unit_id(kind: str, spec: dict[str, Any]) -> str:
 
 def done(results: str | Path, kind: str) -> dict[str, dict[str, Any]]:
     """{run_id: record} of the stored records of ``kind`` under ``results`` (empty if none yet)."""
-    if not Path(results).is_dir():
+    if not storage.path(results).is_dir():
         return {}
     return {r["run_id"]: r for r in records.records_of_kind(results, kind)}
 

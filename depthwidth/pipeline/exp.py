@@ -57,14 +57,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _paths_checked(run):
-    """``run`` after a check that ``--results`` and ``--out`` are not files, so such a mistake is
-    one line before any work (measuring, training), not an OSError after it."""
+    """``run`` after a check that ``--results`` and ``--out`` are not files (nor URLs), so such a
+    mistake is one line before any work (measuring, training), not an OSError after it."""
     def checked(args: argparse.Namespace) -> int:
         from pathlib import Path
 
+        from depthwidth import storage
         from depthwidth.errors import UserError
 
         for flag, path in (("--results", args.results), ("--out", args.out)):
+            if path and storage.is_url(path):  # the seed experiments' own files are written with local paths
+                raise UserError(f"{flag} {path}: the seed experiments read and write local paths; a URL "
+                                "(depthwidth.storage) works for train, sweep, fit, figs and reproduce")
             if path and Path(path).exists() and not Path(path).is_dir():
                 raise UserError(f"{flag} {path} exists and is not a directory")
         return run(args)

@@ -53,6 +53,7 @@ import math
 import sys
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
 from depthwidth.experiments.presets import REFINE_KEYS, RefineSpec, merge_config, parse_refine
@@ -144,7 +145,6 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
     A seed whose run has a record of any status (diverged included) counts as done, so a round
     never waits for a run the runner would skip."""
     import json
-    from pathlib import Path
 
     from depthwidth.data.prepare import pin_corpus
 
@@ -152,7 +152,7 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
     cells = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
     for rid in table.unfinished:
         try:
-            m = json.loads((Path(table.results) / "runs" / rid / "config.json").read_text())["config"]["model"]
+            m = json.loads((storage.path(table.results) / "runs" / rid / "config.json").read_text())["config"]["model"]
             cell = (int(m["n_layer"]), int(m["d_model"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a run this module can read: the runner reports it
