@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as e:  # a path that cannot be read or written (--out, --results, ...)
-        print(f"depthwidth: error: {e}", file=sys.stderr)
+        # fsspec raises e.g. FileExistsError(path): no errno text, so name the error
+        print(f"depthwidth: error: {e}" if e.strerror else f"depthwidth: error: {type(e).__name__}: {e}",
+              file=sys.stderr)
         return 1 if e.errno in NO_SPACE_ERRNOS else 2  # the disk, not the input (errors.StorageFull)
     except KeyboardInterrupt:
         print("depthwidth: interrupted", file=sys.stderr)

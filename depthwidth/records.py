@@ -337,7 +337,7 @@ def iter_records(results: str | Path) -> list[dict[str, Any]]:
     """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id."""
     root = storage.path(results)
     if not root.is_dir():
-        raise UserError(f"results directory not found: {results}")
+        raise UserError(f"results directory {'is a file' if root.exists() else 'not found'}: {results}")
     return [read_record(p) for p in sorted(root.glob("runs/*/record.json"), key=str)]
 
 

@@ -67,6 +67,14 @@ def path(p: Any):
         p = str(p)
     if not is_url(p):
         return Path(p)
+    sch = scheme(p)
+    p = sch + p[len(sch):]  # FILE:// -> file://: fsspec's protocols are lower case
+    rest = p[len(sch) + 3:]
+    if sch == "file" and not rest.startswith("/"):
+        raise UserError(f"{p}: a file:// URL needs an absolute path (file:///abs/path; "
+                        f"file://{rest} names host {rest.split('/')[0]!r})")
+    if ".." in rest.split("/"):
+        raise UserError(f"{p}: '..' in a URL is not resolved by object stores; give the location itself")
     from upath import UPath
 
     try:
@@ -145,6 +153,7 @@ def is_file(p: Any) -> bool:
 
 def same_location(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` name the same directory (local paths resolved; URLs compared as text)."""
+    a, b = (path(x).path if scheme(x) == "file" else x for x in (a, b))  # file:///x is the path /x
     if is_url(a) or is_url(b):
         return str(a).rstrip("/") == str(b).rstrip("/")
     return Path(a).resolve() == Path(b).resolve()

@@ -113,6 +113,18 @@ def test_exclusive_create_and_claims_work_on_a_url():
     assert store.read_json("runs/x/claim.json") is None and not store.exists("runs/x/claim.json")
 
 
+def test_urls_are_normalised_or_refused_when_they_are_ambiguous(tmp_path):
+    assert storage.path("FILE:///tmp/x").protocol == "file"  # fsspec's protocols are lower case
+    with pytest.raises(UserError, match="needs an absolute path .* names host 'rel'"):
+        storage.path("file://rel/x")  # fresh-user finding: trained into ./rel
+    with pytest.raises(UserError, match="'..' in a URL"):
+        storage.path("memory://a/../b")  # fresh-user finding: stored under the literal key /a/../b
+    # the same folder as a path and as a file:// URL (fresh-user finding: a spurious note)
+    assert storage.same_location(str(tmp_path), f"file://{tmp_path}/")
+    assert not storage.same_location(str(tmp_path), f"file://{tmp_path}/x")
+    assert not storage.same_location("memory://a", "memory://b") and storage.same_location("gs://b/x/", "gs://b/x")
+
+
 def test_memory_urls_are_refused_where_other_processes_would_use_them():
     with pytest.raises(UserError, match="lives inside one process"):
         storage.require_shared("memory://r", "--jobs 2")
@@ -124,6 +136,7 @@ def test_memory_urls_are_refused_where_other_processes_would_use_them():
     (["fit", "--results", "nope://b/r"], "cannot open nope://b/r: Unsupported filesystem: 'nope'"),
     (["fit", "--results", "memory://absent"], "results directory not found: memory://absent"),
     (["sweep", "--preset", "smoke", "--results", "memory://r", "--jobs", "2"], "lives inside one process"),
+    (["sweep", "--preset", "smoke", "--results", "memory://r", "--num-workers", "2"], "lives inside one process"),
     (["exp", "triple", "--results", "memory://t"], "the seed experiments read and write local paths"),
     (["exp", "latency", "--out", "gs://b/l"], "the seed experiments read and write local paths"),
 ])
@@ -137,6 +150,13 @@ def test_a_url_results_that_is_a_file_is_refused_before_any_work(capsys):
     UPath("memory://f").write_text("not a directory")
     assert main(["train", "--out", "memory://f"]) == 2
     assert "--out memory://f exists and is not a directory" in capsys.readouterr().err
+    # fresh-user findings: reproduce checked --out only after its sweep; fit/figs said "not found"
+    assert main(["reproduce", "--preset", "smoke", "--results", "memory://nothing", "--out", "memory://f"]) == 2
+    assert "--out memory://f exists and is not a directory" in capsys.readouterr().err
+    assert not UPath("memory://nothing").exists()  # nothing trained
+    for argv in (["fit", "--results", "memory://f"], ["figs", "--results", "memory://f", "--out", "memory://o"]):
+        assert main(argv) == 2
+        assert "results directory is a file: memory://f" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ end to end
@@ -162,6 +182,10 @@ def test_memory_url_train_fit_figs_end_to_end(tmp_path, capsys):
     stored = json.loads(UPath("memory://r/fit.json").read_text())
     assert fit["out"] == "memory://r/fit.json" and stored["table"]["results"] == "memory://r"
     assert stored["table"]["n_used"] == 8 and stored["status"] == fit["status"]
+    # an fsspec error has no errno text: it is named (fresh-user finding: the bare path was the message)
+    assert main(["fit", "--results", "memory://r", "--out", "memory://r/fit.json/x.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("depthwidth: error: FileExistsError: "), err
 
     assert main(["figs", "--results", "memory://r", "--fit", "memory://r/fit.json", "--out", "memory://r/figures",
                  "--json"]) == 0

@@ -14,12 +14,15 @@ submits one *leader* task (:func:`group_task`, no resources of its own), which:
 4. starts the K members (:func:`member_task`), member i in bundle i, each a fresh worker process
    (jax can be initialised once per process) that calls
    :func:`depthwidth.models.sharding.initialize_distributed` (coordinator, K, i) and trains
-   with :func:`depthwidth.models.train.train_run`, which writes the record from process 0;
+   with :func:`depthwidth.models.train.train_run`, which writes the record from process 0.
+   Members do not use JAX's persistent compilation cache (:func:`member_task` says why);
 5. if a member's process or node dies, the members left are killed (they would wait in a
    collective forever), the placement group is released, and the whole group starts again, up
    to ``max_retries`` times, resuming from the run's last checkpoint (which every process saved
-   its part of). An exception raised by training is not retried: the other members are killed
-   and the run is reported failed (a UserError stops the sweep, as with one process).
+   its part of). So is a group that could not form (joining jax.distributed failed, or a
+   collective's set-up timed out waiting for a peer). Any other exception raised by training
+   is not retried: the other members are killed and the run is reported failed (a UserError
+   stops the sweep, as with one process).
 
 The results directory must be one place every host sees (a bucket URL or a shared filesystem):
 all K processes save and restore their part of each checkpoint there.
@@ -50,16 +53,38 @@ def coordinator_address() -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+class GroupSetupError(RuntimeError):
+    """Joining the group failed (the coordinator's port was taken, a peer never came): an
+    infrastructure failure, retried with the whole group like a dead member."""
+
+
+# What jax raises when a peer is too late for a collective's set-up (gloo waits 30 s for it):
+# an infrastructure failure too, retried (measured: a member that found its program in the
+# persistent compilation cache while the other compiled for 80 s failed this way).
+_SETUP_TIMEOUTS = ("Gloo context initialization failed", "DEADLINE_EXCEEDED")
+
+
 def member_task(job: runner.Job, coordinator: str, num_processes: int, process_id: int, *,
                 train_kw: dict[str, Any], train_fn: Callable[..., dict[str, Any] | None] | None,
-                compile_cache: str | Path | None | bool) -> dict[str, Any] | None:
+                compile_cache: str | Path | None | bool = False) -> dict[str, Any] | None:
     """Process ``process_id`` of the group: join the jax cluster, train ``job`` (the record is
-    written by process 0), return train_run's result."""
+    written by process 0), return train_run's result. Raises GroupSetupError when joining fails.
+
+    ``compile_cache`` is off by default: with JAX's persistent cache one member could load its
+    program at once while another compiled it, and the early one timed out waiting for the
+    late one in the first collective (see ``_SETUP_TIMEOUTS``)."""
     from depthwidth.models.sharding import initialize_distributed
 
-    initialize_distributed(coordinator, num_processes, process_id)
+    try:
+        initialize_distributed(coordinator, num_processes, process_id)
+    except UserError as e:
+        raise GroupSetupError(str(e)) from None
     train = runner._Engine(train_fn, compile_cache).get()
     return train(job.cfg, job.results, **train_kw)
+
+
+def _retryable(e: BaseException) -> bool:
+    return isinstance(e, GroupSetupError) or any(m in str(e) for m in _SETUP_TIMEOUTS)
 
 
 def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn, compile_cache,
@@ -90,14 +115,14 @@ def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn, co
             at = [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i) for i in range(k)]
             coordinator = ray.get(address.options(scheduling_strategy=at[0]).remote())
             refs = [member.options(scheduling_strategy=at[i]).remote(
-                job, coordinator, k, i, train_kw=train_kw, train_fn=train_fn, compile_cache=compile_cache)
+                job, coordinator, k, i, train_kw=train_kw, train_fn=train_fn, compile_cache=False)
                 for i in range(k)]
             outs, died = _wait_members(ray, refs)
             if died is None:
                 return outs[0]
             last = died
-            log(f"[ray group] {job.run_id}: a member died ({died}); attempt {attempt} of "
-                f"{attempts or 'unlimited'}, the group restarts from the last checkpoint")
+            log(f"[ray group] {job.run_id}: {died}; attempt {attempt} of {attempts or 'unlimited'}, "
+                "the group restarts from the last checkpoint")
         finally:
             for r in refs:
                 ray.cancel(r, force=True)  # a member still waiting in a collective; a no-op for finished ones
@@ -107,19 +132,24 @@ def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn, co
 
 def _wait_members(ray, refs: list) -> tuple[list, str | None]:
     """Wait until every member has finished or one has failed. Returns (results, None) when all
-    finished, (partial, why) when a member's process or node died; re-raises a member's own
-    exception (the original type, via RayTaskError.as_instanceof_cause)."""
+    finished, (partial, why) when a member's process or node died or the group could not form
+    (:func:`_retryable`); re-raises a member's own exception otherwise (the original one, whose
+    message is one line, not Ray's wrapper with the remote traceback)."""
     pending, outs = list(refs), {}
     while pending:
         ready, pending = ray.wait(pending, num_returns=1, timeout=READY_POLL_S)
         for r in ready:
             try:
                 outs[r] = ray.get(r)
-            except ray.exceptions.RayTaskError as e:  # training raised: not a crash, not retried
-                cause = e.as_instanceof_cause()
-                if isinstance(getattr(e, "cause", None), UserError):
-                    raise UserError(str(e.cause)) from None
+            except ray.exceptions.RayTaskError as e:  # the member raised
+                cause = e.cause if isinstance(getattr(e, "cause", None), Exception) else e
+                if _retryable(cause):
+                    return [outs.get(x) for x in refs], f"the group could not form ({_first_line(cause)})"
                 raise cause from None
             except ray.exceptions.RayError as e:  # the worker process or its node died
-                return [outs.get(x) for x in refs], f"{type(e).__name__}: {str(e).splitlines()[0]}"
+                return [outs.get(x) for x in refs], f"a member died ({type(e).__name__}: {_first_line(e)})"
     return [outs[r] for r in refs], None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

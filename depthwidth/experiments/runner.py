@@ -255,6 +255,8 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     in ``failed`` and the sweep goes on.
     """
     hb = _heartbeat_period(stale_after_s, heartbeat_s)
+    if num_workers > 1:
+        storage.require_shared(results, f"--num-workers {num_workers}")
     jobs = plan(preset, results)
     order = order_for_worker(jobs, worker, num_workers, steal)
     sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)

@@ -74,7 +74,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
 
     root = storage.path(results_dir)
     if not root.is_dir():
-        raise UserError(f"results directory not found: {results_dir}")
+        raise UserError(f"results directory {'is a file' if root.exists() else 'not found'}: {results_dir}")
     if fit_path is not None and str(fit_path) in BUILTIN_LAWS and not storage.path(fit_path).exists():
         raise UserError(f"--fit takes a fit file written by `depthwidth fit`; the published law "
                         f"{fit_path} is always drawn")

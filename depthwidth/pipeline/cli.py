@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
+from depthwidth.errors import UserError
 from depthwidth.experiments.cli import (
     default_results,
     download,
@@ -88,6 +90,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
     results = args.results or default_results(preset.name)
+    if args.out and storage.is_file(args.out):  # before the sweep, which may train for hours
+        raise UserError(f"--out {args.out} exists and is not a directory")
     if args.download:
         download(preset, args.data_dir)
     summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,

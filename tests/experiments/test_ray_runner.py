@@ -339,6 +339,13 @@ def test_a_run_over_a_task_group_of_two_processes_survives_a_dead_member(tmp_pat
 
 def test_group_options():
     from depthwidth.errors import UserError
+    from depthwidth.experiments import ray_groups
+
+    # a group that could not form is retried; an error of training is not
+    assert ray_groups._retryable(ray_groups.GroupSetupError("port taken"))
+    assert ray_groups._retryable(RuntimeError("UNKNOWN: Gloo context initialization failed: DEADLINE_EXCEEDED: "
+                                              "GetKeyValue() timed out with key: cpu:gloo/0,2048/1"))
+    assert not ray_groups._retryable(ValueError("nan in the loss")) and not ray_groups._retryable(UserError("bad"))
 
     assert ray_runner.RayOptions(hosts_per_run=2).task_options() == {"num_cpus": 0, "max_retries": 3,
                                                                       "retry_exceptions": False}
