@@ -51,7 +51,8 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
                       (which divided by one device's peak)
     git_rev           git revision of the code, or null
     versions          {"depthwidth" (new), "jax": ..., "flax": ..., "optax": ..., "python": ...}
-    device            e.g. "cpu x1"
+    device            e.g. "cpu x1" (all devices of the run, over every process)
+    processes         (multi-process runs only, new) the jax processes that trained together
     host              (optional, new) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
                       (depthwidth.hostcpu): a CPU run always uses one XLA thread
     data              the prepared data's meta.json

@@ -466,6 +466,8 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
     extra = {"diverged_reason": ev.diverged_reason} if ev.status == "diverged" else {}
     if perf.mfu_warning(mfu):
         extra["mfu_warning"] = perf.mfu_warning(mfu)
+    if jax.process_count() > 1:
+        extra["processes"] = jax.process_count()
     return records.Record(
         run_id=cfg.run_id(), status=ev.status, config=cfg.to_dict(),
         n_layer=m.n_layer, d_model=m.d_model, n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len,

@@ -330,7 +330,8 @@ def test_a_run_over_a_task_group_of_two_processes_survives_a_dead_member(tmp_pat
     assert max(second[0]["ckpt"]) < 20
     assert any("processes per run (PACK)" in x for x in lines)
     rec = json.loads((results / "runs" / cfg.run_id() / "record.json").read_text())
-    assert rec["device"] == "cpu x8" and rec["steps"] == 20 and rec["status"] == "finished"
+    assert rec["device"] == "cpu x8" and rec["processes"] == 2 and rec["steps"] == 20 and rec["status"] == "finished"
+    assert "processes" not in ref
     np.testing.assert_allclose([rec[k] for k in LOSSES], [ref[k] for k in LOSSES], rtol=GROUP_RTOL)
     assert not (results / "runs" / cfg.run_id() / "claim.json").exists()
     assert ray_cluster.util.placement_group_table() and all(

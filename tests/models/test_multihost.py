@@ -100,6 +100,7 @@ def test_two_processes_train_the_one_process_run_and_resume_across_both(tmp_path
     rec, ref = json.loads(path.read_text()), json.loads(_records(tmp_path / "one")[0].read_text())
     assert rec["run_id"] == ref["run_id"] and rec["status"] == ref["status"] == "finished"
     assert rec["device"] == ref["device"] == "cpu x8" and rec["steps"] == STEPS
+    assert rec["processes"] == 2 and "processes" not in ref
     got = [rec[k] for k in ("train_loss", "val_loss", "test_loss")]
     want = [ref[k] for k in ("train_loss", "val_loss", "test_loss")]
     np.testing.assert_allclose(got, want, rtol=RTOL)
