@@ -99,18 +99,23 @@ def _no_training(*a, **k):
 
 class KillOnce:
     """train_run, except that the first call anywhere (marker file) SIGKILLs its own worker process
-    once the run's first checkpoint exists; every call appends {pid, checkpoints found} to ``log``."""
+    once the run's first checkpoint exists; every call appends {pid, process, checkpoints found}
+    to ``log``. With ``process`` only that jax process (of a multi-process run) kills itself."""
 
-    def __init__(self, marker: str, log: str):
-        self.marker, self.log = marker, log
+    def __init__(self, marker: str, log: str, process: int | None = None):
+        self.marker, self.log, self.process = marker, log, process
 
     def __call__(self, cfg, results_dir, **kw):
+        import jax
+
         from depthwidth.models.train import train_run
 
         ckpt = Path(results_dir, "runs", cfg.run_id(), "ckpt")
         steps = sorted(int(p.name) for p in ckpt.glob("*") if p.name.isdigit())
         with open(self.log, "a") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "ckpt": steps}) + "\n")
+            fh.write(json.dumps({"pid": os.getpid(), "process": jax.process_index(), "ckpt": steps}) + "\n")
+        if self.process is not None and jax.process_index() != self.process:
+            return train_run(cfg, results_dir, **kw)
         try:
             os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
@@ -268,38 +273,6 @@ GROUP_RULES = [["batch", "data"], ["embed", "data"], ["vocab", "model"], ["mlp",
 GROUP_RTOL = 1e-5  # as test_multihost: gloo sums in another order than in-process collectives
 
 
-class KillMemberOnce:
-    """train_run, except that process 1 of the group's first attempt (marker file) SIGKILLs
-    itself once the run's first checkpoint is complete; every call logs {pid, process, ckpt}."""
-
-    def __init__(self, marker: str, log: str):
-        self.marker, self.log = marker, log
-
-    def __call__(self, cfg, results_dir, **kw):
-        import jax
-
-        from depthwidth.models.train import train_run
-
-        ckpt = Path(results_dir, "runs", cfg.run_id(), "ckpt")
-        steps = sorted(int(p.name) for p in ckpt.glob("*") if p.name.isdigit())
-        with open(self.log, "a") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "process": jax.process_index(), "ckpt": steps}) + "\n")
-        if jax.process_index() != 1:
-            return train_run(cfg, results_dir, **kw)
-        try:
-            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return train_run(cfg, results_dir, **kw)
-
-        def kill_after_checkpoint():
-            while not any(p.name.isdigit() for p in ckpt.glob("*")):
-                time.sleep(0.002)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        threading.Thread(target=kill_after_checkpoint, daemon=True).start()
-        return train_run(cfg, results_dir, **kw)
-
-
 def test_a_run_over_a_task_group_of_two_processes_survives_a_dead_member(tmp_path, ray_cluster, engine_env,
                                                                          monkeypatch):
     from depthwidth.models.train import train_run
@@ -319,7 +292,7 @@ def test_a_run_over_a_task_group_of_two_processes_survives_a_dead_member(tmp_pat
     opts = ray_runner.RayOptions(hosts_per_run=2, max_retries=1,
                                  env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
     lines = []
-    rep = ray_runner.run_ray_sweep(one, results, opts, train_fn=KillMemberOnce(str(tmp_path / "killed"), str(attempts)),
+    rep = ray_runner.run_ray_sweep(one, results, opts, train_fn=KillOnce(str(tmp_path / "killed"), str(attempts), process=1),
                                    verbose=False, log=lines.append)
     assert rep.trained == [cfg.run_id()] and not rep.failed, (rep, lines)
     calls = [json.loads(x) for x in attempts.read_text().splitlines()]
