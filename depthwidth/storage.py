@@ -59,8 +59,9 @@ def is_url(p: Any) -> bool:
 
 def path(p: Any):
     """``p`` as a path object: :class:`pathlib.Path` for a local path (or a path object already),
-    :class:`upath.UPath` for a URL. Raises UserError for a URL whose fsspec backend is missing
-    (e.g. ``gs://`` without gcsfs: ``pip install 'depthwidth[gcs]'``) or unknown."""
+    :class:`upath.UPath` for a URL (its scheme lower-cased). Raises UserError for a URL whose
+    fsspec backend is missing (e.g. ``gs://`` without gcsfs: ``pip install 'depthwidth[gcs]'``)
+    or unknown, a ``file://`` URL without an absolute path, and a URL with a ``..`` part."""
     if not isinstance(p, str):
         if isinstance(p, os.PathLike):
             return p if isinstance(p, Path) or hasattr(p, "fs") else Path(p)
