@@ -152,6 +152,16 @@ def is_file(p: Any) -> bool:
     return q.exists() and not q.is_dir()
 
 
+def file_in_the_way(p: Any) -> str | None:
+    """The file that keeps directory ``p`` from being made: ``p`` itself, or the nearest of its
+    existing ancestors when that is not a directory; None when nothing is in the way."""
+    q = path(p)
+    for cand in (q, *q.parents):
+        if cand.exists():
+            return None if cand.is_dir() else str(cand)
+    return None
+
+
 def same_location(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` name the same directory (local paths resolved; URLs compared as text)."""
     a, b = (path(x).path if scheme(x) == "file" else x for x in (a, b))  # file:///x is the path /x

@@ -151,8 +151,9 @@ def test_a_url_results_that_is_a_file_is_refused_before_any_work(capsys):
     assert main(["train", "--out", "memory://f"]) == 2
     assert "--out memory://f exists and is not a directory" in capsys.readouterr().err
     # fresh-user findings: reproduce checked --out only after its sweep; fit/figs said "not found"
-    assert main(["reproduce", "--preset", "smoke", "--results", "memory://nothing", "--out", "memory://f"]) == 2
-    assert "--out memory://f exists and is not a directory" in capsys.readouterr().err
+    for out in ("memory://f", "memory://f/sub"):  # --out the file, or under it (fresh-user findings)
+        assert main(["reproduce", "--preset", "smoke", "--results", "memory://nothing", "--out", out]) == 2
+        assert f"--out {out}: memory://f exists and is not a directory" in capsys.readouterr().err
     assert not UPath("memory://nothing").exists()  # nothing trained
     for argv in (["fit", "--results", "memory://f"], ["figs", "--results", "memory://f", "--out", "memory://o"]):
         assert main(argv) == 2

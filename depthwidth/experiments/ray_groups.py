@@ -39,6 +39,10 @@ from depthwidth.errors import UserError
 from depthwidth.experiments import runner
 
 READY_POLL_S = 1.0  # how often the leader checks its placement group (Ctrl-C reaches it between)
+# A member waits this long at exit for its peers at jax's shutdown barrier (jax's default is
+# 300 s): a member whose peer failed or was killed outlived the cluster that long (fresh-user
+# finding: alive 38 s after the driver, SIGTERM handled but not acted on inside that wait).
+MEMBER_SHUTDOWN_S = 30
 MEMBER_ENV = "DEPTHWIDTH_RAY_MEMBER"  # set in members' runtime env: a worker pool of their own
 
 
@@ -76,7 +80,7 @@ def member_task(job: runner.Job, coordinator: str, num_processes: int, process_i
     from depthwidth.models.sharding import initialize_distributed
 
     try:
-        initialize_distributed(coordinator, num_processes, process_id)
+        initialize_distributed(coordinator, num_processes, process_id, shutdown_timeout_s=MEMBER_SHUTDOWN_S)
     except UserError as e:
         raise GroupSetupError(str(e)) from None
     train = runner._Engine(train_fn, compile_cache).get()

@@ -25,7 +25,7 @@ CPU_COLLECTIVES = "gloo"  # jax's own cross-process CPU collectives; "mpi" needs
 
 
 def initialize_distributed(coordinator: str | None = None, num_processes: int | None = None,
-                           process_id: int | None = None) -> None:
+                           process_id: int | None = None, *, shutdown_timeout_s: int | None = None) -> None:
     """Join a multi-process jax run (``jax.distributed.initialize``) before jax starts its backend.
 
     With no arguments jax detects the cluster (Cloud TPU VMs, SLURM, Open MPI); elsewhere give
@@ -35,7 +35,9 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
     chooses one. Raises UserError (one line) for the errors jax raises in Python (e.g. no
     cluster detected). Known, not fixed: a coordinator that never answers makes jax's C++ client
     abort the process after its 300 s initialization timeout (SIGABRT, a C++ stack trace), and
-    Ctrl-C does not interrupt that wait.
+    Ctrl-C does not interrupt that wait. ``shutdown_timeout_s``: how long this process waits at
+    exit for the others to reach jax's shutdown barrier (jax's default, 300 s, when None); a
+    process whose peer died waits that long before it can exit.
     """
     import os
 
@@ -45,8 +47,9 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
         # failed at run time) and a multi-process CPU run cannot work without one.
         jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
     try:
+        extra = {} if shutdown_timeout_s is None else {"shutdown_timeout_seconds": int(shutdown_timeout_s)}
         jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                                   process_id=process_id)
+                                   process_id=process_id, **extra)
     except (RuntimeError, ValueError) as e:  # JaxRuntimeError is a RuntimeError
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f" (coordinator {coordinator}, process {process_id} of {num_processes})" if coordinator else ""

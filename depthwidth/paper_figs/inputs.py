@@ -59,6 +59,17 @@ def _check_fit_dict(fit: Any, source: str) -> dict[str, Any]:
     return fit
 
 
+def _beside(fitted_on: str, fit_path) -> str:
+    """The results directory a fit file names, which it stores relative to its own folder
+    (:func:`depthwidth.fits.lawfit.stored_fit`), as a path from here (a URL as it is)."""
+    if storage.is_url(fitted_on) or Path(fitted_on).is_absolute():
+        return fitted_on
+    base = storage.path(fit_path).path if storage.scheme(fit_path) == "file" else str(fit_path)
+    if storage.is_url(base):
+        return fitted_on
+    return str(Path(base).absolute().parent / fitted_on)
+
+
 def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
                 options: FitOptions = FitOptions()) -> FigureInputs:
     """Read the results table and the fit (file, or computed in memory with ``options`` when
@@ -85,7 +96,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         fit = _check_fit_dict(load_fit_file(fit_path), str(fit_path))
         source = str(fit_path)
         fitted_on = (fit.get("table") or {}).get("results")
-        if fitted_on and not storage.same_location(fitted_on, results_dir):
+        if fitted_on and not storage.same_location(_beside(fitted_on, fit_path), results_dir):
             notes.append(f"fit {fit_path} was made from {fitted_on}, not from {results_dir}")
     else:
         from depthwidth.fits.lawfit import build_fit

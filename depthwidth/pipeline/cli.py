@@ -90,8 +90,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
     results = args.results or default_results(preset.name)
-    if args.out and storage.is_file(args.out):  # before the sweep, which may train for hours
-        raise UserError(f"--out {args.out} exists and is not a directory")
+    if args.out and (blocker := storage.file_in_the_way(args.out)):  # before the sweep, which may train for hours
+        raise UserError(f"--out {args.out}: {blocker} exists and is not a directory")
     if args.download:
         download(preset, args.data_dir)
     summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,

@@ -99,3 +99,25 @@ def test_cli_module_imports_nothing_heavy():
             "print(sorted(m for m in ('matplotlib', 'pandas', 'scipy', 'jax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_fit_file_beside_its_results_is_recognised_from_any_directory(capsys, tmp_path, sweep, monkeypatch):
+    # `fit` stores the results directory relative to the fit file's folder ("."); the figures
+    # used to compare that "." with --results as written, so from any other directory they said
+    # the fit came from elsewhere and drew that note into fig2/fig3 (fresh-user finding)
+    import shutil
+
+    results, _, _ = sweep
+    mine = tmp_path / "res"
+    shutil.copytree(results, mine)
+    assert _run(capsys, "fit", "--results", str(mine), "--bootstrap", "50")[0] == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for fit in (str(mine / "fit.json"), f"file://{mine}/fit.json"):
+        rc, out, _ = _run(capsys, "figs", "--results", str(mine), "--fit", fit, "--out", str(tmp_path / "o"), "--json")
+        assert rc == 0 and not [n for n in json.loads(out)["notes"] if "was made from" in n], fit
+    # a fit of other records is still named
+    rc, out, _ = _run(capsys, "figs", "--results", str(results), "--fit", str(mine / "fit.json"), "--out",
+                      str(tmp_path / "o"), "--json")
+    assert rc == 0 and [n for n in json.loads(out)["notes"] if "was made from ." in n]
