@@ -250,6 +250,8 @@ def ray_options(args: argparse.Namespace):
             raise UserError(f"{name} must be >= 0, got {text!r}")
         return v
 
+    if args.ray_group_strategy is not None and args.ray_hosts_per_run in (None, "1"):
+        raise UserError("--ray-group-strategy places a run's processes: it needs --ray-hosts-per-run K > 1")
     return RayOptions(
         address=args.ray.strip(),
         num_cpus=None if args.ray_num_cpus is None else parse_int(args.ray_num_cpus, name="--ray-num-cpus", minimum=1),

@@ -226,6 +226,10 @@ def test_the_cli_without_ray_never_imports_ray(tmp_path, ray_results, engine_env
     (["--ray", "local", "--ray-resources", "TPU=-4"], "--ray-resources 'TPU=-4': expected NAME=N"),
     (["--ray-resources", "TPU=4"], "--ray-resources needs --ray"),
     (["--ray", "local", "--ray-num-gpus-per-run", "x"], "--ray-num-gpus-per-run must be a number"),
+    (["--ray", "local", "--ray-group-strategy", "PACK"], "it needs --ray-hosts-per-run K > 1"),
+    (["--ray", "local", "--ray-hosts-per-run", "2", "--ray-group-strategy", "ANY"], "--ray-group-strategy must be one of"),
+    (["--ray", "local", "--ray-env", "NOEQUALS"], "--ray-env 'NOEQUALS': expected NAME=VALUE"),
+    (["--ray-hosts-per-run", "2"], "--ray-hosts-per-run needs --ray"),
 ])
 def test_bad_ray_options_are_one_line_and_exit_2(tmp_path, args, message):
     for cmd in ("sweep", "reproduce"):
