@@ -91,7 +91,7 @@ def _retryable(e: BaseException) -> bool:
     return isinstance(e, GroupSetupError) or any(m in str(e) for m in _SETUP_TIMEOUTS)
 
 
-def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn, compile_cache,
+def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn,
                 log: Callable[[str], None]) -> dict[str, Any] | None:
     """Steps 2-5 of the module doc for one claimed run; returns process 0's result (the record).
     Raises the members' exception (UserError or another) when training raised one, or

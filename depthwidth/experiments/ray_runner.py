@@ -223,7 +223,7 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
                 if group is not None:
                     from depthwidth.experiments.ray_groups import train_group
 
-                    rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn, compile_cache=compile_cache,
+                    rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn,
                                       log=_log)
                 else:
                     rec = runner._Engine(train_fn, compile_cache).get()(job.cfg, job.results, **train_kw)

@@ -187,12 +187,17 @@ def test_diverged_runs_are_counted(tmp_path):
     assert rep.diverged == 2 and rep.finished == 6 and rep.complete  # 2 seeds of L=2 d=32
 
 
-def test_several_corpora_get_one_directory_each(tmp_path):
+def _two_corpora(tmp_path):
+    """The smoke preset with one seed over two corpora (4 runs each)."""
     text = (Path(SMOKE.path).read_text()
             .replace("seeds = [0, 1]", 'seeds = [0]\ncorpora = ["tinyshakespeare", "kjv"]'))
     f = tmp_path / "two.toml"
     f.write_text(text.replace('name = "smoke"', 'name = "two"'))
-    p = load_preset(f)
+    return load_preset(f)
+
+
+def test_several_corpora_get_one_directory_each(tmp_path):
+    p = _two_corpora(tmp_path)
     rep = runner.run_sweep(p, tmp_path / "res", train_fn=FakeTrain(), log=lambda m: None)
     assert rep.groups == {"tinyshakespeare": str(tmp_path / "res" / "tinyshakespeare"),
                           "kjv": str(tmp_path / "res" / "kjv")}
@@ -214,11 +219,7 @@ def test_a_url_results_location_without_its_backend_is_one_line(tmp_path):
 def test_a_sweep_over_several_corpora_on_a_url_puts_each_corpus_under_it(tmp_path):
     import fsspec
 
-    text = (Path(SMOKE.path).read_text()
-            .replace("seeds = [0, 1]", 'seeds = [0]\ncorpora = ["tinyshakespeare", "kjv"]'))
-    f = tmp_path / "two.toml"
-    f.write_text(text.replace('name = "smoke"', 'name = "two"'))
-    p = load_preset(f)
+    p = _two_corpora(tmp_path)
     try:
         rep = runner.run_sweep(p, "memory://multi", train_fn=FakeTrain(), log=lambda m: None)
         assert rep.groups == {"tinyshakespeare": "memory://multi/tinyshakespeare", "kjv": "memory://multi/kjv"}
