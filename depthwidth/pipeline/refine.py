@@ -12,7 +12,10 @@ after a preset's coarse grid is finished (``depthwidth sweep --refine``). Each *
 
    * a crossing whose 95% interval is wider than ``target_ln_width`` (in ln N) or open, or a
      crossing found in fewer than 95% of replicates: the geometric midpoint of the two measured
-     sizes that bracket N* (the union of both depths' sizes);
+     sizes that bracket N* (the union of both depths' sizes); but when more than 5% of the
+     replicates have no crossing because the transition falls off one end of the common range
+     (``bootstrap_below`` / ``bootstrap_above``), and ``extend``, one step past that end, as for a
+     pair that does not cross: a midpoint cannot give those replicates a bracket;
    * ``deeper_worse_throughout`` (N* above the range) when ``extend``: twice the largest common
      size, if it is at most ``max_N``; ``deeper_better_throughout``: half the smallest, if at
      least ``min_N``;
@@ -71,6 +74,21 @@ def _even_width(N: float, L: int, n_head: int) -> int:
     return max(n_head, n_head * int(round(math.sqrt(N / (12.0 * L)) / n_head)))
 
 
+def _off_the_edge(p, spec: RefineSpec) -> float | None:
+    """For a crossing found in too few replicates because the others fall off one end of the
+    common range (deeper better, or worse, throughout): the size one step past that end, like a
+    pair that does not cross at all; None when the missing replicates are not off an edge (or the
+    step would leave [min_N, max_N], or ``extend`` is off)."""
+    n = p.bootstrap_replicates
+    if not (spec.extend and p.N_range and n) or p.bootstrap_below + p.bootstrap_above <= (1 - MIN_FRACTION) * n:
+        return None
+    if p.bootstrap_below >= p.bootstrap_above:
+        N = 0.5 * p.N_range[0]
+        return N if N >= spec.min_N else None
+    N = 2.0 * p.N_range[1]
+    return N if N <= spec.max_N else None
+
+
 def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: RefineSpec) -> float | None:
     """The new size N for one transition point, or None when it is resolved or cannot move."""
     sizes = sorted({N for L in (p.L_s, p.L_d) for N, _ in cells_by_depth[L]})
@@ -80,6 +98,9 @@ def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: Refin
                     and p.bootstrap_fraction >= MIN_FRACTION)
         if resolved:
             return None
+        off = _off_the_edge(p, spec)
+        if off is not None:
+            return off
         below = [N for N in sizes if N <= p.N_star]
         above = [N for N in sizes if N > p.N_star]
         if not below or not above:

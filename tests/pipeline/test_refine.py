@@ -1,6 +1,7 @@
 """Adaptive refinement: which sizes a round adds, from the records alone (pipeline.refine), and
 `depthwidth sweep --refine`."""
 
+import dataclasses
 import math
 
 import pytest
@@ -47,6 +48,29 @@ def test_no_crossing_extends_the_range_up_to_max_N(tmp_path):
     assert p["N"] == pytest.approx(2 * common_top)
     assert proposals(t, RefineSpec(bootstrap=100, max_N=common_top), n_head=2) == []
     assert proposals(t, RefineSpec(bootstrap=100, extend=False, max_N=1e12), n_head=2) == []
+
+
+def test_a_crossing_whose_missing_replicates_fall_off_an_end_extends_past_that_end():
+    # law-long's (4, 8) pair at 8,000 steps: a crossing at 288K in 63% of replicates, the other
+    # 37% deeper-better over the whole common range [203K, 393K]. A midpoint (282K) cannot give
+    # those replicates a bracket; a size below the range can.
+    from depthwidth.fits.transitions import TransitionPoint
+    from depthwidth.pipeline.refine import _proposal
+
+    cells = {4: [(101568.0, 46), (196608.0, 64), (406272.0, 92)], 8: [(203136.0, 46), (393216.0, 64)]}
+    p = TransitionPoint(L_s=4, L_d=8, assign="geom", L=math.sqrt(32), status="crossing",
+                        N_range=[203136.0, 393216.0], N_star=288497.0, N_star_ci95=[None, 368039.0],
+                        bootstrap_replicates=1000, bootstrap_with_crossing=626, bootstrap_fraction=0.626,
+                        bootstrap_below=374)
+    spec = RefineSpec(min_N=3e3, max_N=8e5)
+    assert _proposal(p, cells, spec) == pytest.approx(0.5 * 203136.0)
+    assert _proposal(p, cells, RefineSpec(min_N=1.5e5, max_N=8e5)) == pytest.approx(math.sqrt(203136.0 * 393216.0))
+    flip = dataclasses.replace(p, bootstrap_below=0, bootstrap_above=374)
+    assert _proposal(flip, cells, spec) == pytest.approx(2 * 393216.0)
+    # few replicates off the edge (<= 5%): the shortfall is inside the range, so bisect
+    inside = dataclasses.replace(p, bootstrap_with_crossing=940, bootstrap_fraction=0.94, bootstrap_below=50)
+    assert _proposal(inside, cells, spec) == pytest.approx(math.sqrt(203136.0 * 393216.0))
+    assert _proposal(p, cells, RefineSpec(extend=False)) == pytest.approx(math.sqrt(203136.0 * 393216.0))
 
 
 def test_refined_cells_are_built_like_grid_points():
