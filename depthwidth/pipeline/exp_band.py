@@ -73,11 +73,17 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             "n_boot": parse_int(args.bootstrap, name="--bootstrap", minimum=0)}
 
 
-def _sweep(args: argparse.Namespace) -> dict[str, Any]:
+def _preset(args: argparse.Namespace):
+    """The preset with its --set overrides (UserError, one line, for a bad one: checked with
+    --no-sweep too, so that a typo is not silently ignored)."""
     from depthwidth.experiments.presets import load_preset, with_overrides
+
+    return with_overrides(load_preset(args.preset), args.overrides)
+
+
+def _sweep(args: argparse.Namespace, preset) -> dict[str, Any]:
     from depthwidth.experiments.runner import run_sweep
 
-    preset = with_overrides(load_preset(args.preset), args.overrides)
     quiet = args.no_progress
 
     def log(msg: str) -> None:
@@ -96,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.records import json_text, write_if_changed
 
     opts = _options(args)
-    sweep = None if args.no_sweep else _sweep(args)
+    preset = _preset(args)
+    sweep = None if args.no_sweep else _sweep(args, preset)
     table = band.merged_table([args.results, *opts["with"]])
     result = band.analyse(table, opts["budgets"], tolerance=opts["tolerance"], window=opts["window"],
                           n_boot=opts["n_boot"])

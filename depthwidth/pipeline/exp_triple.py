@@ -41,11 +41,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-train", action="store_true", help="analyse and draw the stored records only")
 
 
-def _train(args: argparse.Namespace, preset) -> dict[str, Any]:
+def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
     from depthwidth.experiments.runner import run_local_jobs
-    from depthwidth.units import parse_int
 
-    jobs = parse_int(args.jobs, name="--jobs", minimum=1)
     child = ["--preset", args.preset] + [x for o in args.overrides for x in ("--set", o)]
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     log = (lambda line: None) if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -64,10 +62,11 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.units import parse_int
 
     n_boot = parse_int(args.bootstrap, name="--bootstrap", minimum=1)
+    jobs = parse_int(args.jobs, name="--jobs", minimum=1)  # checked with --no-train too
     preset = with_overrides(load_preset(args.preset), args.overrides)
     if Path(args.results).exists() and not Path(args.results).is_dir():
         raise UserError(f"--results {args.results} exists and is not a directory")
-    sweep = None if args.no_train else _train(args, preset)
+    sweep = None if args.no_train else _train(args, preset, jobs)
     if not Path(args.results).is_dir():
         raise UserError(f"--results {args.results}: no records yet (run without --no-train)")
     table = load_table(args.results)

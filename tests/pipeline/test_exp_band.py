@@ -98,6 +98,8 @@ def _records(results):
     (["--bootstrap", "x"], "--bootstrap"),
     (["--with", "missing-dir"], "no such results directory"),
     (["--with", "r"], "the --results directory itself"),
+    (["--preset", "nonexist"], "unknown preset"),  # checked with --no-sweep too
+    (["--set", "train.bogus=1"], "unknown config field"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, message, tmp_path, monkeypatch, capsys):
     _records(tmp_path / "r")

@@ -94,6 +94,7 @@ def test_command_trains_analyses_draws_and_a_rerun_does_no_work(tmp_path, cli_cm
 @pytest.mark.parametrize("argv, message", [
     (["--bootstrap", "0"], "--bootstrap must be >= 1"),
     (["--jobs", "0", "--results", "r"], "--jobs must be >= 1"),
+    (["--jobs", "0", "--results", "empty", "--no-train"], "--jobs must be >= 1"),  # not silently ignored
     (["--results", "afile"], "not a directory"),
     (["--results", "missing", "--no-train"], "no records yet"),
     (["--preset", "nosuch"], "unknown preset 'nosuch'"),
