@@ -74,15 +74,13 @@ def _even_width(N: float, L: int, n_head: int) -> int:
     return max(n_head, n_head * int(round(math.sqrt(N / (12.0 * L)) / n_head)))
 
 
-def _off_the_edge(p, spec: RefineSpec) -> float | None:
-    """For a crossing found in too few replicates because the others fall off one end of the
-    common range (deeper better, or worse, throughout): the size one step past that end, like a
-    pair that does not cross at all; None when the missing replicates are not off an edge (or the
-    step would leave [min_N, max_N], or ``extend`` is off)."""
-    n = p.bootstrap_replicates
-    if not (spec.extend and p.N_range and n) or p.bootstrap_below + p.bootstrap_above <= (1 - MIN_FRACTION) * n:
+def _past_the_end(p, spec: RefineSpec, end: str) -> float | None:
+    """One step past the ``end`` ("below" or "above") of the pair's common range: half its
+    smallest or twice its largest size; None when ``extend`` is off or the step would leave
+    [min_N, max_N]."""
+    if not spec.extend or not p.N_range:
         return None
-    if p.bootstrap_below >= p.bootstrap_above:
+    if end == "below":
         N = 0.5 * p.N_range[0]
         return N if N >= spec.min_N else None
     N = 2.0 * p.N_range[1]
@@ -98,22 +96,21 @@ def _proposal(p, cells_by_depth: dict[int, list[tuple[float, int]]], spec: Refin
                     and p.bootstrap_fraction >= MIN_FRACTION)
         if resolved:
             return None
-        off = _off_the_edge(p, spec)
-        if off is not None:
-            return off
+        # too many replicates without a crossing because the transition falls off one end of
+        # the range: a midpoint cannot bracket them, a step past that end can
+        if p.bootstrap_below + p.bootstrap_above > (1 - MIN_FRACTION) * p.bootstrap_replicates > 0:
+            off = _past_the_end(p, spec, "below" if p.bootstrap_below >= p.bootstrap_above else "above")
+            if off is not None:
+                return off
         below = [N for N in sizes if N <= p.N_star]
         above = [N for N in sizes if N > p.N_star]
         if not below or not above:
             return None
         return math.sqrt(below[-1] * above[0])
-    if not spec.extend or not p.N_range:
-        return None
     if p.status == "deeper_worse_throughout":
-        N = 2.0 * p.N_range[1]
-        return N if N <= spec.max_N else None
+        return _past_the_end(p, spec, "above")
     if p.status == "deeper_better_throughout":
-        N = 0.5 * p.N_range[0]
-        return N if N >= spec.min_N else None
+        return _past_the_end(p, spec, "below")
     return None
 
 
