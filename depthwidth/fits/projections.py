@@ -246,8 +246,11 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
     """
     depth = optimal_depth(budget, law, vocab)
-    if depth < 1.0:  # no model has less than one layer: the law says nothing about this budget
-        smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab))
+    smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab))
+    # no model has less than one layer: the law says nothing about this budget. Compared in
+    # budgets, not depths, so that the one-layer size itself (the size the error asks for) is
+    # accepted although the root-finder may return a depth of 1 - 1e-15 for it.
+    if depth < 1.0 and budget < smallest * (1.0 - 1e-12):
         raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
                         f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
                         f"{smallest:.4g} (the size at which one layer is optimal)")
