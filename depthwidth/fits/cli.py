@@ -66,7 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("lrscan", help="learning-rate scan: per shape, the best lr and what an lr rule costs",
                        description="Per (depth, width, seed): test loss vs ln(lr) through a parabola, its "
                                    "optimum, and the loss at lr = c / d_model^power (fits.lrscan).")
-    s.add_argument("--results", required=True, help="results directory of runs that differ in train.lr")
+    s.add_argument("--results", required=True, nargs="+", metavar="DIR",
+                   help="results directory (or several: one scan of the same protocol) of runs that differ in "
+                        "train.lr")
+    s.add_argument("--seeds", default=None, metavar="S,S,...", help="use only the runs of these seeds")
     s.add_argument("--rule-c", default="0.4", help="c of the rule lr = c / d_model^power (default 0.4)")
     s.add_argument("--rule-power", default="1", help="power of the rule (default 1: lr ∝ 1/width)")
     add_json_flag(s)
@@ -263,13 +266,15 @@ def _lrscan(args: argparse.Namespace) -> int:
     from depthwidth.fits.lrscan import load_scan
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
-    rows = load_scan(args.results, c, power)
+    seeds = parse_int_list(args.seeds, name="--seeds", minimum=0, unique=True) if args.seeds is not None else None
+    rows = load_scan(args.results, c, power, seeds=seeds)
     lines = [f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
              f"{'rule lr':>8} {'regret':>7}"]
     for r in rows:
         pts = "  ".join(f"{lr:.3g}:{y:.4f}" for lr, y in zip(r["lrs"], r["losses"]))
         best = r["lr_opt"] if r["lr_opt"] is not None else r["best_scanned"]["lr"]
-        regret = f"{r['regret']:+.4f}" if r["regret"] is not None else "outside"
+        # round() then +0.0: a regret of -3e-8 (a line through the rule's own point) prints +0.0000
+        regret = f"{round(r['regret'], 4) + 0.0:+.4f}" if r["regret"] is not None else "outside"
         lines.append(f"{r['n_layer']:>2} {r['d_model']:>4} {format_count(r['N']):>6} {r['seed']:>4}  {pts:<46} "
                      f"{best:>8.3g}{'' if r['lr_opt'] is not None else '*'} {r['rule_lr']:>8.3g} {regret:>7}")
     lines.append(f"rule lr = {c:g} / d_model^{power:g}; best lr: the parabola's vertex in ln lr, * = the best "

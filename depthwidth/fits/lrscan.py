@@ -1,6 +1,7 @@
 """Learning-rate scans: is a preset's lr rule near the optimum for every shape?
 
-Reads a results directory of runs that differ in ``train.lr`` (e.g. the ``lrscan`` preset) and,
+Reads the runs of one or several results directories that differ in ``train.lr`` (e.g. the
+``lrscan`` preset, or a sweep at an lr rule read with sweeps at fractions of it) and,
 per shape (n_layer, d_model, seed), fits a parabola to test loss against ln(lr) through the
 scanned points (least squares; exact through 3 points). Reported per shape:
 
@@ -19,6 +20,7 @@ Yang et al. 2021, "Tensor Programs V", Fig. 1). numpy only.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +29,9 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
+
+
+LR_ROUNDING = 1e-5  # in ln lr: above the 5e-6 relative rounding of a 6-significant-figure lr
 
 
 def rule_lr(d_model: int, c: float, power: float = 1.0) -> float:
@@ -61,7 +66,9 @@ def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0) -> li
                 row["lr_opt"], row["loss_opt"] = math.exp(xv), float(np.polyval(curve, xv))
         lr_rule = rule_lr(d, c, power)
         row["rule_lr"] = lr_rule
-        inside = x[0] <= math.log(lr_rule) <= x[-1]
+        # Presets store lrs to 6 significant figures (presets._grid_point), so the rule's own lr
+        # can sit a few 1e-6 outside the scan it ends: that is still inside.
+        inside = x[0] - LR_ROUNDING <= math.log(lr_rule) <= x[-1] + LR_ROUNDING
         row["rule_loss"] = float(np.polyval(curve, math.log(lr_rule))) if inside else None
         best = min(v for v in (row["loss_opt"], float(y[i])) if v is not None)
         row["regret"] = row["rule_loss"] - best if row["rule_loss"] is not None else None
@@ -69,12 +76,61 @@ def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0) -> li
     return rows
 
 
-def load_scan(results: str | Path, c: float, power: float = 1.0) -> list[dict[str, Any]]:
-    """:func:`scan_rows` over every training record under ``results`` (records of other kinds
-    are set aside, as in the results table); UserError if none is usable."""
+# What the runs of one scan may differ in: the shape, the lr and the seed. Everything else in a
+# run's identity (steps, data, schedule, ...) must agree, or the scan compares protocols.
+SCAN_KEYS = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"), ("train", "seed"))
+
+
+def _protocol(config: Any, source: str) -> str:
+    """A run's identity (RunConfig.identity) without :data:`SCAN_KEYS`, as canonical JSON."""
+    from depthwidth.config import from_dict
+
+    try:
+        ident = from_dict(config).identity()
+    except (UserError, TypeError, AttributeError) as e:
+        raise UserError(f"{source}: config is not a valid run config: {e}") from None
+    for sec, key in SCAN_KEYS:
+        ident[sec].pop(key, None)
+    return json.dumps(ident, sort_keys=True, separators=(",", ":"))
+
+
+def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1.0, *,
+              seeds: list[int] | None = None) -> list[dict[str, Any]]:
+    """:func:`scan_rows` over the training records of one or several results directories.
+
+    Several directories make one scan when each holds other lrs of the same protocol (e.g. a
+    sweep at an lr rule and sweeps at fractions of it). Records of other kinds are set aside, as
+    in the results table; ``seeds`` keeps only those seeds. Raises UserError (one line) if a
+    directory is missing, if a (depth, width, seed, lr) run is in two directories (it would be
+    counted twice), if the finished runs differ in anything but shape, lr and seed, or if no
+    shape has finished runs at two or more lrs.
+    """
     from depthwidth.records import TRAIN, iter_records, kind_of
 
-    rows = scan_rows([r for r in iter_records(results) if kind_of(r) == TRAIN], c, power)
+    dirs = [results] if isinstance(results, (str, Path)) else list(results)
+    kept: list[dict[str, Any]] = []
+    where: dict[tuple[int, int, int, float], str] = {}
+    protocols: set[str] = set()
+    for d in dirs:
+        for r in iter_records(d):
+            if kind_of(r) != TRAIN or (seeds is not None and r.get("seed") not in seeds):
+                continue
+            if r.get("status") != "finished":
+                continue
+            source = f"{d}/runs/{r.get('run_id')}"
+            key = (r["n_layer"], r["d_model"], r["seed"], float(r["config"]["train"]["lr"]))
+            if key in where:
+                raise UserError(f"L={key[0]} d={key[1]} seed={key[2]} lr={key[3]:g} is in both {where[key]} "
+                                f"and {d}; read one of them")
+            where[key] = str(d)
+            protocols.add(_protocol(r["config"], source))
+            kept.append(r)
+    if len(protocols) > 1:
+        raise UserError(f"the runs of {', '.join(map(str, dirs))} differ beyond (n_layer, d_model, lr, seed) in "
+                        f"{len(protocols)} ways: an lr scan needs one training protocol")
+    rows = scan_rows(kept, c, power)
     if not rows:
-        raise UserError(f"{results}: no shape has finished runs at two or more learning rates")
+        only = f" (seeds {','.join(map(str, seeds))})" if seeds is not None else ""
+        raise UserError(f"{', '.join(map(str, dirs))}{only}: no shape has finished runs at two or more "
+                        "learning rates")
     return rows
