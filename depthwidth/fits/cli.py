@@ -283,14 +283,8 @@ def _lrscan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fraction(f: float | None) -> str:
-    """A crossing fraction to 0.1 %, so 0.998 is not shown as the 100 % a reader checks against
-    the 95 % rule; 1 is "100%"."""
-    return "-" if f is None else ("100%" if f == 1 else f"{math.floor(f * 1000) / 10:.1f}%")
-
-
 def _fit_text(fit: dict[str, Any], out) -> str:
-    from depthwidth.fits.transitions import format_interval
+    from depthwidth.fits.transitions import format_fraction, format_interval
 
     t = fit["table"]
     lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
@@ -313,7 +307,7 @@ def _fit_text(fit: dict[str, Any], out) -> str:
                      format_interval(ci, p.get("ci95_open"), p.get("N_range")),
                      f"{p['L']:.2f}", f"{p['d_x']:.1f}" if p["d_x"] else "-",
                      f"{p['sigma_ln_d_x']:.3f}" if p["sigma_ln_d_x"] else "-",
-                     _fraction(p["bootstrap_fraction"])])
+                     format_fraction(p["bootstrap_fraction"])])
     lines.append(_table(["pair", "status", "N*", "95% CI N*", "L", "d_x", "sigma ln d_x", "boot cross"], rows))
     law = fit["law"]
     if law:

@@ -359,6 +359,12 @@ def format_interval(ci: list | None, open_side: str | None, N_range: list | None
     return f"[{lo}, {hi}]"
 
 
+def format_fraction(f: float | None) -> str:
+    """A point's crossing fraction (``bootstrap_fraction``) as a per cent floored to 0.1, so a
+    reader checking the 95 % rule never sees 0.998 as "100%" or 0.946 as "95%"; '-' for None."""
+    return "-" if f is None else ("100%" if f == 1 else f"{math.floor(f * 1000) / 10:.1f}%")
+
+
 _SIDE = {"deeper_worse_throughout": math.inf, "deeper_better_throughout": -math.inf}
 
 

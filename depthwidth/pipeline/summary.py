@@ -121,12 +121,12 @@ def _law_lines(law: dict[str, Any]) -> list[str]:
 def _pair_line(r: dict[str, Any]) -> str:
     Ls, Ld = r["pair"]
     paper = f"paper's law: N ≈ {format_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
-    from depthwidth.fits.transitions import format_interval
+    from depthwidth.fits.transitions import format_fraction, format_interval
 
     cis = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])
     if r["crossed"]:
         frac = r.get("bootstrap_fraction")
-        fitted = "" if r.get("fitted", True) else f" (crosses in {frac:.0%} of replicates: not fitted)"
+        fitted = "" if r.get("fitted", True) else f" (crosses in {format_fraction(frac)} of replicates: not fitted)"
         return (f"({Ls},{Ld}) crossed at N* = {format_count(r['N_star'])} {cis}, d_x = {r['d_x']:.0f} at L = {r['L']:.2f}"
                 f"{' (several crossings)' if r['status'] == 'multiple' else ''}{fitted}; {paper}")
     return f"({Ls},{Ld}) no crossing: {r['where']}, 95% interval {cis}; {paper}"
@@ -143,7 +143,10 @@ def summary_text(s: dict[str, Any]) -> str:
     if sw["busy"]:
         lines.append(f"  {len(sw['busy'])} run(s) still held by other workers; the fit uses what is finished")
     for corpus, c in s["corpora"].items():
-        lines.append(f"[{corpus}] results {c['results']}")
+        t = c.get("table")
+        # The preset's grid is what "runs have records" counts; a refined sweep's fit reads more.
+        used = f": the fit uses {t['n_used']} of its {t['n_records']} records" if t else ""
+        lines.append(f"[{corpus}] results {c['results']}{used}")
         if c["fit_error"]:
             lines.append(f"  fit: {c['fit_error']}")
         else:
@@ -174,21 +177,23 @@ def summary_markdown(s: dict[str, Any]) -> str:
           f"Runs: {sw['finished'] + sw['diverged']}/{sw['total']} with records ({sw['finished']} finished, "
           f"{sw['diverged']} diverged)" + ("" if s["complete"] else " - **incomplete**") + ".", ""]
     for corpus, c in s["corpora"].items():
+        t = c.get("table")
         md += [f"## {corpus}", "", f"Results: `{_rel(c['results'], out)}`" + (f"; fit: `{_rel(c['fit_path'], out)}`"
-                                                                   if c["fit_path"] else ""), ""]
+                                                                   if c["fit_path"] else "")
+               + (f" (from {t['n_used']} of {t['n_records']} records)" if t else ""), ""]
         if c["fit_error"]:
             md += [f"No fit: {c['fit_error']}", ""]
         else:
             md += ["| pair | status | N* | 95% interval | d_x at L | paper's law N (d_x) |",
                    "|---|---|---|---|---|---|"]
-            from depthwidth.fits.transitions import format_interval
+            from depthwidth.fits.transitions import format_fraction, format_interval
 
             for r in c["pairs"]:
                 interval = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])
                 width = f"{r['d_x']:.0f}" if r["d_x"] else "-"
                 status = r["status"] if r["crossed"] else r["where"]
                 if r["crossed"] and not r.get("fitted", True):
-                    status += f" (in {r['bootstrap_fraction']:.0%} of replicates: not fitted)"
+                    status += f" (in {format_fraction(r['bootstrap_fraction'])} of replicates: not fitted)"
                 md.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {status} | {format_count(r['N_star'])} | {interval} | "
                           f"{width} at {r['L']:.2f} | {format_count(r['N_paper'])} ({r['d_x_paper']:.0f}) |")
             md.append("")

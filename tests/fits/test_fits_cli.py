@@ -279,7 +279,7 @@ def test_fit_on_some_seeds_only(tmp_path, capsys):
 
 
 def test_fit_prints_the_crossing_fraction_without_rounding_up_to_100_percent():
-    from depthwidth.fits.cli import _fraction
+    from depthwidth.fits.transitions import format_fraction
 
-    assert [_fraction(f) for f in (1.0, 0.998, 0.9996, 0.95, 0.9499, None)] == \
+    assert [format_fraction(f) for f in (1.0, 0.998, 0.9996, 0.95, 0.9499, None)] == \
         ["100%", "99.8%", "99.9%", "95.0%", "94.9%", "-"]

@@ -125,17 +125,21 @@ def test_pair_rows_and_sides():
 
 
 def test_summary_text_and_markdown():
-    c = summary.corpus_summary("res", FIT, None, "res/fit.json", ["res/figures/a.png", "res/figures/a.pdf"], None)
+    # a refined sweep: the fit reads more records than the preset's grid has runs
+    fit = {**FIT, "table": {"n_used": 6, "n_records": 7}}
+    c = summary.corpus_summary("res", fit, None, "res/fit.json", ["res/figures/a.png", "res/figures/a.pdf"], None)
     s = {"preset": "p", "description": "d", "results": "res", "out": "res", "complete": True,
          "sweep": {"finished": 3, "diverged": 1, "total": 4, "trained": [], "failed": [], "busy": []},
          "corpora": {"c": c}, "files": ["res/summary.json", "res/summary.md"]}
     text = summary.summary_text(s)
     assert "4/4 runs have records (3 finished, 1 diverged" in text
+    assert "[c] results res: the fit uses 6 of its 7 records" in text
     assert "(2,4) crossed at N* = 200K [150K, 260K]" in text
     assert "a = 4.500 ± 0.250" in text and "b = 0.2555 ± 0.0500" in text
     assert "-2.2 sigma (a), +4.0 sigma (b)" in text
     md = summary.summary_markdown(s)
     assert "| (2, 4) | crossing | 200K | [150K, 260K] |" in md
+    assert "fit: `fit.json` (from 6 of 7 records)" in md
     assert "| Levine et al. 2020 | 5.039 | 0.0555 |" in md
     assert "| 95% interval | 4.010 to 4.990 | 0.1570 to 0.3540 |" in md and "| -2.2 | +4.0 |" in md
     assert "![a](figures/a.png)" in md
