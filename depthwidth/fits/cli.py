@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default=None, metavar="S,S,...",
                    help="use only the runs of these seeds (e.g. 0: compare a sweep that has one seed so far "
                         "with the same seed of another)")
+    p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
+                   help="also read these results directories (the same protocol at other learning rates) and "
+                        "use, per (depth, width) cell, the lr with the lowest mean validation loss")
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
@@ -249,11 +252,11 @@ def _fit(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
-    for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds)):
+    for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr)):
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
-    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds)
+    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr)
     fit = build_fit(table, **options.kwargs())
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     write_json_atomic(out, stored_fit(fit, out))
@@ -295,6 +298,12 @@ def _fit_text(fit: dict[str, Any], out) -> str:
         lines.append(f"  excluded {e['run_id']}: {e['reason']}")
     for u in t["unfinished"]:
         lines.append(f"  unfinished {u} (no record.json)")
+    if t.get("lr_tuned"):
+        lines.append(f"lr per cell: lowest mean validation loss, read with {', '.join(t['lr_tuned']['dirs'])}:")
+        lines += [f"  L{c['n_layer']} d{c['d_model']}: lr {c['lr']:g} of "
+                  + ", ".join(f"{lr}" + (f" ({v:.4f})" if v is not None else " (no finished run)")
+                              for lr, v in c["val_loss_by_lr"].items())
+                  + f", seeds {','.join(map(str, c['seeds_compared']))}" for c in t["lr_tuned"]["cells"]]
     o = fit["options"]
     lines.append(f"transition points ({o['pairs']} pairs, curve {o['curve']}, depth assigned: {o['assign']}, "
                  f"bootstrap {o['bootstrap']}, residuals {o['resample']}):")

@@ -186,7 +186,7 @@ def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | No
 
 
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
-    """``fit`` as written to ``path``: its ``table.results`` relative to the file's folder
+    """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``) relative to the file's folder
     (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
     from depthwidth.records import relative_to
 
@@ -194,7 +194,11 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     if not isinstance(table, dict) or not table.get("results"):
         return fit
     parent = str(path).rsplit("/", 1)[0] if storage.is_url(path) else Path(path).parent
-    return {**fit, "table": {**table, "results": relative_to(table["results"], parent)}}
+    stored = {**table, "results": relative_to(table["results"], parent)}
+    if isinstance(table.get("lr_tuned"), dict):
+        tuned = table["lr_tuned"]
+        stored["lr_tuned"] = {**tuned, "dirs": [relative_to(d, parent) for d in tuned["dirs"]]}
+    return {**fit, "table": stored}
 
 
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,

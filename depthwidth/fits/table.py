@@ -12,6 +12,14 @@ configuration (the RunConfig identity, :meth:`depthwidth.config.RunConfig.identi
 train.seed): averaging runs trained differently would be silently wrong, so a mixed cell raises
 UserError. Different cells may differ (e.g. steps scaled with size).
 
+With ``tune_lr`` (other results directories of the same protocol at other learning rates), a
+cell holds the runs of one lr only: the lr whose runs have the lowest mean *validation* loss
+over the seeds every lr of the cell has (the test loss, which the fit uses, plays no part in the
+choice, so the choice does not select on the test set). This is a per-shape tuned lr, as in
+Kaplan et al. 2020 (section 2.2, "we tune the learning rate per model"), out of a finite grid.
+A cell trained at one lr only keeps it. The choice is made once, from all seeds: the bootstrap
+resamples losses at the chosen lr and does not re-choose it.
+
 N in the table is ``params["kaplan"]`` = 12·L·d² (Kaplan et al. 2020), the N of Levine et al.'s
 fit; the exact non-embedding count ``params["non_embedding"]`` is carried alongside.
 """
@@ -25,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from depthwidth import storage
@@ -60,6 +69,7 @@ class ResultsTable:
     other_kinds: dict[str, str] = field(default_factory=dict)
     cells_of: str | None = None  # the results directory whose cells this table was restricted to
     seeds: list[int] | None = None  # the seeds this table was restricted to (None: all)
+    lr_tuned: dict[str, Any] | None = None  # with tune_lr: the directories and each cell's lr choice
 
     def depths(self) -> list[int]:
         return sorted(int(x) for x in self.cells["n_layer"].unique())
@@ -78,6 +88,7 @@ class ResultsTable:
             "unfinished": list(self.unfinished),
             **({"cells_of": self.cells_of} if self.cells_of else {}),
             **({"seeds": list(self.seeds)} if self.seeds is not None else {}),
+            **({"lr_tuned": self.lr_tuned} if self.lr_tuned is not None else {}),
         }
 
 
@@ -134,7 +145,8 @@ def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def load_table(results: str | Path, cells_of: str | Path | None = None,
-               seeds: Iterable[int] | None = None) -> ResultsTable:
+               seeds: Iterable[int] | None = None,
+               tune_lr: Iterable[str | Path] | None = None) -> ResultsTable:
     """Load every record under ``results`` into a :class:`ResultsTable`.
 
     ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
@@ -142,11 +154,24 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     ``seeds``: only the training records of these seeds are loaded (e.g. to compare a sweep that
     has one seed so far with the same seed of another); the others are not in the table at all.
 
+    ``tune_lr``: other results directories, read with ``results``; per cell, the runs of the lr
+    with the lowest mean validation loss are used (module docstring; ``lr_tuned`` says which).
+
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
-    configurations differ beyond the seed, or no run is usable.
+    configurations differ beyond the seed, or no run is usable; with ``tune_lr``, also if the
+    directories' runs differ beyond shape, lr and seed, or one run (shape, seed, lr) is in two.
     """
+    tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
     every = iter_records(results)
     recorded = {r["run_id"] for r in every}
+    extra_unfinished: list[str] = []
+    if tune_dirs:
+        for d in tune_dirs:
+            more = iter_records(d)
+            ids = {r["run_id"] for r in more}
+            extra_unfinished += sorted(p.name for p in (storage.path(d) / "runs").glob("*")
+                                       if p.is_dir() and p.name not in ids)
+            every = every + more
     if cells_of is not None:
         other = load_table(cells_of).cells
         keep = {(int(L), int(d)) for L, d in zip(other["n_layer"], other["d_model"])}
@@ -160,9 +185,14 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
                             f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
         every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
     records = [r for r in every if kind_of(r) == TRAIN]
+    lr_tuned = None
+    if tune_dirs:
+        records, choices = _tune_lr(records, [str(results), *tune_dirs])
+        lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "cells": choices}
     root = storage.path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
+    unfinished += extra_unfinished
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     reasons = [_exclusion_reason(r) for r in records]
     runs["reason"] = reasons
@@ -202,4 +232,61 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
                         unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
-                        cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds)
+                        cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds,
+                        lr_tuned=lr_tuned)
+
+
+# What the runs read with tune_lr may differ in: the shape, the lr and the seed.
+TUNE_FREE = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"), ("train", "seed"))
+
+
+def _val_score(rec: dict[str, Any]) -> float:
+    """A run's validation loss for the lr choice; inf when it did not finish with a finite one
+    (a diverged lr loses to any lr that trained)."""
+    v = rec.get("val_loss")
+    ok = rec.get("status") == "finished" and isinstance(v, (int, float)) and not isinstance(v, bool)
+    return float(v) if ok and math.isfinite(v) else math.inf
+
+
+def _tune_lr(records: list[dict[str, Any]], dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per (n_layer, d_model) cell, keep the records of the lr with the lowest mean validation
+    loss over the seeds all the cell's lrs have (all its seeds when they share none); ties go to
+    the lower lr. Returns the kept records and, per cell, the choice (JSON-ready)."""
+    protocols: set[str] = set()
+    seen: dict[tuple[int, int, int, float], str] = {}
+    by_cell: dict[tuple[int, int], dict[float, list[dict[str, Any]]]] = {}
+    for r in records:
+        source = str(r.get("run_id"))
+        cfg = r.get("config")
+        try:
+            ident = from_dict(cfg).identity() if isinstance(cfg, dict) else None
+        except (UserError, TypeError) as e:
+            raise UserError(f"{source}: config is not a valid run config: {e}") from None
+        if ident is None:
+            raise UserError(f"{source}: a record without a config cannot be placed in an lr choice")
+        lr = float(ident["train"]["lr"])
+        for sec, key in TUNE_FREE:
+            ident[sec].pop(key, None)
+        protocols.add(json.dumps(ident, sort_keys=True))
+        key = (r["n_layer"], r["d_model"], r["seed"], lr)
+        if key in seen:
+            raise UserError(f"L={key[0]} d={key[1]} seed={key[2]} lr={lr:g} has two records ({seen[key]}, "
+                            f"{source}): keep it in one of {', '.join(dirs)}")
+        seen[key] = source
+        by_cell.setdefault((r["n_layer"], r["d_model"]), {}).setdefault(lr, []).append(r)
+    if len(protocols) > 1:
+        raise UserError(f"the runs of {', '.join(dirs)} differ beyond (n_layer, d_model, lr, seed) in "
+                        f"{len(protocols)} ways: an lr choice needs one training protocol")
+    kept: list[dict[str, Any]] = []
+    choices: list[dict[str, Any]] = []
+    for (L, d), by_lr in sorted(by_cell.items()):
+        seed_sets = [{r["seed"] for r in rs} for rs in by_lr.values()]
+        common = set.intersection(*seed_sets)
+        score = {lr: float(np.mean([_val_score(r) for r in rs if not common or r["seed"] in common]))
+                 for lr, rs in sorted(by_lr.items())}
+        best = min(score, key=lambda lr: (score[lr], lr))
+        kept += by_lr[best]
+        choices.append({"n_layer": int(L), "d_model": int(d), "lr": best,
+                        "val_loss_by_lr": {f"{lr:g}": (v if math.isfinite(v) else None) for lr, v in score.items()},
+                        "seeds_compared": sorted(int(x) for x in (common or set().union(*seed_sets)))})
+    return kept, choices
