@@ -73,6 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="results directory (or several: one scan of the same protocol) of runs that differ in "
                         "train.lr")
     s.add_argument("--seeds", default=None, metavar="S,S,...", help="use only the runs of these seeds")
+    s.add_argument("--average-seeds", action="store_true",
+                   help="one row per shape: the seed-mean loss at each lr that has the shape's most seeds")
     s.add_argument("--rule-c", default="0.4", help="c of the rule lr = c / d_model^power (default 0.4)")
     s.add_argument("--rule-power", default="1", help="power of the rule (default 1: lr ∝ 1/width)")
     add_json_flag(s)
@@ -270,7 +272,7 @@ def _lrscan(args: argparse.Namespace) -> int:
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0, unique=True) if args.seeds is not None else None
-    rows = load_scan(args.results, c, power, seeds=seeds)
+    rows = load_scan(args.results, c, power, seeds=seeds, average_seeds=args.average_seeds)
     lines = [f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
              f"{'rule lr':>8} {'regret':>7}"]
     for r in rows:
@@ -278,10 +280,14 @@ def _lrscan(args: argparse.Namespace) -> int:
         best = r["lr_opt"] if r["lr_opt"] is not None else r["best_scanned"]["lr"]
         # round() then +0.0: a regret of -3e-8 (a line through the rule's own point) prints +0.0000
         regret = f"{round(r['regret'], 4) + 0.0:+.4f}" if r["regret"] is not None else "outside"
-        lines.append(f"{r['n_layer']:>2} {r['d_model']:>4} {format_count(r['N']):>6} {r['seed']:>4}  {pts:<46} "
+        seed = r["seed"] if r["seed"] is not None else "mean"
+        lines.append(f"{r['n_layer']:>2} {r['d_model']:>4} {format_count(r['N']):>6} {seed:>4}  {pts:<46} "
                      f"{best:>8.3g}{'' if r['lr_opt'] is not None else '*'} {r['rule_lr']:>8.3g} {regret:>7}")
     lines.append(f"rule lr = {c:g} / d_model^{power:g}; best lr: the parabola's vertex in ln lr, * = the best "
                  "scanned lr (vertex outside the scan); regret: loss at the rule's lr minus the best (nats/token)")
+    if args.average_seeds:
+        lines.append("mean: over seeds " + "; ".join(f"L{r['n_layer']} d{r['d_model']}: {','.join(map(str, r['seeds']))}"
+                                                     for r in rows) + " (lrs without all of them left out)")
     emit(args, {"rule": {"c": c, "power": power}, "shapes": rows}, "\n".join(lines))
     return 0
 

@@ -39,23 +39,51 @@ def rule_lr(d_model: int, c: float, power: float = 1.0) -> float:
     return c / d_model**power
 
 
-def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0) -> list[dict[str, Any]]:
-    """One row per shape (module docstring) from finished records; shapes with < 2 lrs skipped."""
-    groups: dict[tuple[int, int, int], list[tuple[float, float]]] = defaultdict(list)
+def _seed_means(records: list[dict[str, Any]]) -> tuple[dict, dict]:
+    """Per shape (key (L, d, None)), the seed-mean test loss at each lr that has the shape's most
+    seeds, and those seeds. Every lr kept has the same seed set: a mean over other seeds would
+    compare seeds, not lrs."""
+    by_shape: dict[tuple[int, int], dict[float, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for r in records:
-        if r.get("status") != "finished" or not isinstance(r.get("test_loss"), (int, float)):
-            continue
         lr = float(r["config"]["train"]["lr"])
-        groups[(int(r["n_layer"]), int(r["d_model"]), int(r["seed"]))].append((lr, float(r["test_loss"])))
+        by_shape[(int(r["n_layer"]), int(r["d_model"]))][lr][int(r["seed"])] = float(r["test_loss"])
+    groups, seeds_of = {}, {}
+    for (L, d), by_lr in by_shape.items():
+        most = max((frozenset(v) for v in by_lr.values()), key=lambda x: (len(x), sorted(x)))
+        groups[(L, d, None)] = [(lr, float(np.mean([v[s] for s in sorted(most)])))
+                                for lr, v in by_lr.items() if frozenset(v) == most]
+        seeds_of[(L, d, None)] = sorted(most)
+    return groups, seeds_of
+
+
+def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0, *,
+              average_seeds: bool = False) -> list[dict[str, Any]]:
+    """One row per shape (module docstring) from finished records; shapes with < 2 lrs skipped.
+
+    ``average_seeds``: one row per (depth, width) instead of per seed, from the seed-mean test
+    loss at each lr that has the shape's largest seed set (other lrs are left out); the row's
+    ``seed`` is None and ``seeds`` lists the seeds averaged."""
+    finished = [r for r in records if r.get("status") == "finished"
+                and isinstance(r.get("test_loss"), (int, float)) and not isinstance(r.get("test_loss"), bool)]
+    groups: dict[tuple[int, int, int | None], list[tuple[float, float]]] = defaultdict(list)
+    seeds_of: dict[tuple[int, int, int | None], list[int]] = {}
+    if average_seeds:
+        groups, seeds_of = _seed_means(finished)
+    else:
+        for r in finished:
+            key = (int(r["n_layer"]), int(r["d_model"]), int(r["seed"]))
+            groups[key].append((float(r["config"]["train"]["lr"]), float(r["test_loss"])))
+            seeds_of[key] = [key[2]]
     rows = []
-    for (L, d, seed), pts in sorted(groups.items()):
+    for (L, d, seed), pts in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
         pts.sort()
         if len(pts) < 2:
             continue
         x = np.log([p[0] for p in pts])
         y = np.array([p[1] for p in pts])
         i = int(np.argmin(y))
-        row: dict[str, Any] = {"n_layer": L, "d_model": d, "seed": seed, "N": 12 * L * d * d,
+        row: dict[str, Any] = {"n_layer": L, "d_model": d, "seed": seed, "seeds": seeds_of[(L, d, seed)],
+                               "N": 12 * L * d * d,
                                "lrs": [p[0] for p in pts], "losses": y.tolist(),
                                "best_scanned": {"lr": pts[i][0], "loss": float(y[i])},
                                "lr_opt": None, "loss_opt": None}
@@ -95,12 +123,13 @@ def _protocol(config: Any, source: str) -> str:
 
 
 def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1.0, *,
-              seeds: list[int] | None = None) -> list[dict[str, Any]]:
+              seeds: list[int] | None = None, average_seeds: bool = False) -> list[dict[str, Any]]:
     """:func:`scan_rows` over the training records of one or several results directories.
 
     Several directories make one scan when each holds other lrs of the same protocol (e.g. a
     sweep at an lr rule and sweeps at fractions of it). Records of other kinds are set aside, as
-    in the results table; ``seeds`` keeps only those seeds. Raises UserError (one line) if a
+    in the results table; ``seeds`` keeps only those seeds; ``average_seeds`` as in
+    :func:`scan_rows`. Raises UserError (one line) if a
     directory is missing, if a (depth, width, seed, lr) run is in two directories (it would be
     counted twice), if the finished runs differ in anything but shape, lr and seed, or if no
     shape has finished runs at two or more lrs.
@@ -128,7 +157,7 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
     if len(protocols) > 1:
         raise UserError(f"the runs of {', '.join(map(str, dirs))} differ beyond (n_layer, d_model, lr, seed) in "
                         f"{len(protocols)} ways: an lr scan needs one training protocol")
-    rows = scan_rows(kept, c, power)
+    rows = scan_rows(kept, c, power, average_seeds=average_seeds)
     if not rows:
         only = f" (seeds {','.join(map(str, seeds))})" if seeds is not None else ""
         raise UserError(f"{', '.join(map(str, dirs))}{only}: no shape has finished runs at two or more "

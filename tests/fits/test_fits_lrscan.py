@@ -102,3 +102,21 @@ def test_cli_reads_several_directories_and_prints_the_regret(tmp_path, capsys):
         assert main(["lrscan", "--results", str(rule), str(half), *bad]) != 0
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_average_seeds_uses_the_lrs_that_have_every_seed(tmp_path, capsys):
+    for seed, off in ((0, 0.0), (1, 0.01), (2, 0.02)):
+        for lr in (2.5e-3, 5e-3, 1e-2):
+            write(tmp_path, 2, 32, seed, lr, loss_at(lr) + off)
+    write(tmp_path, 2, 32, 0, 2e-2, 0.5)  # one seed only: left out of the seed mean
+    (row,) = lrscan.load_scan(tmp_path, c=0.32, average_seeds=True)  # rule: 0.32/32 = 1e-2
+    assert row["seed"] is None and row["seeds"] == [0, 1, 2]
+    assert row["lrs"] == [2.5e-3, 5e-3, 1e-2]
+    assert row["losses"] == pytest.approx([loss_at(lr) + 0.01 for lr in (2.5e-3, 5e-3, 1e-2)])
+    assert row["lr_opt"] == pytest.approx(LR_OPT, rel=1e-9) and row["loss_opt"] == pytest.approx(LOSS_OPT + 0.01)
+    assert row["regret"] == pytest.approx(CURV * math.log(2) ** 2, rel=1e-9)
+    per_seed = lrscan.load_scan(tmp_path, c=0.32)
+    assert [r["seed"] for r in per_seed] == [0, 1, 2] and len(per_seed[0]["lrs"]) == 4
+    assert main(["lrscan", "--results", str(tmp_path), "--average-seeds", "--rule-c", "0.32"]) == 0
+    out = capsys.readouterr().out
+    assert " 2   32  24.6K mean" in out and "mean: over seeds L2 d32: 0,1,2" in out
