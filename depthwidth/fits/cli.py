@@ -309,7 +309,9 @@ def _fit_text(fit: dict[str, Any], out) -> str:
         lines += [f"  L{c['n_layer']} d{c['d_model']}: lr {c['lr']:g} of "
                   + ", ".join(f"{lr}" + (f" ({v:.4f})" if v is not None else " (no finished run)")
                               for lr, v in c["val_loss_by_lr"].items())
-                  + f", seeds {','.join(map(str, c['seeds_compared']))}" for c in t["lr_tuned"]["cells"]]
+                  + f", seeds {','.join(map(str, c['seeds_compared']))}"
+                  + (f" ({', '.join(f'{x:g}' for x in c['lrs_left_out'])}: fewer seeds, left out)"
+                     if c.get("lrs_left_out") else "") for c in t["lr_tuned"]["cells"]]
     o = fit["options"]
     lines.append(f"transition points ({o['pairs']} pairs, curve {o['curve']}, depth assigned: {o['assign']}, "
                  f"bootstrap {o['bootstrap']}, residuals {o['resample']}):")

@@ -13,9 +13,9 @@ train.seed): averaging runs trained differently would be silently wrong, so a mi
 UserError. Different cells may differ (e.g. steps scaled with size).
 
 With ``tune_lr`` (other results directories of the same protocol at other learning rates), a
-cell holds the runs of one lr only: the lr whose runs have the lowest mean *validation* loss
-over the seeds every lr of the cell has (the test loss, which the fit uses, plays no part in the
-choice, so the choice does not select on the test set). This is a per-shape tuned lr, as in
+cell holds the runs of one lr only: the lr whose runs have the lowest mean *validation* loss,
+among the lrs trained with the cell's largest set of seeds (the test loss, which the fit uses,
+plays no part in the choice, so the choice does not select on the test set). This is a per-shape tuned lr, as in
 Kaplan et al. 2020 (section 2.2, "we tune the learning rate per model"), out of a finite grid.
 A cell trained at one lr only keeps it. The choice is made once, from all seeds: the bootstrap
 resamples losses at the chosen lr and does not re-choose it.
@@ -250,8 +250,9 @@ def _val_score(rec: dict[str, Any]) -> float:
 
 def _tune_lr(records: list[dict[str, Any]], dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per (n_layer, d_model) cell, keep the records of the lr with the lowest mean validation
-    loss over the seeds all the cell's lrs have (all its seeds when they share none); ties go to
-    the lower lr. Returns the kept records and, per cell, the choice (JSON-ready)."""
+    loss among the lrs trained with the cell's largest seed set (an lr with fewer seeds is left
+    out: a mean over other seeds would compare seeds, not lrs); ties go to the lower lr. Returns
+    the kept records and, per cell, the choice (JSON-ready)."""
     protocols: set[str] = set()
     seen: dict[tuple[int, int, int, float], str] = {}
     by_cell: dict[tuple[int, int], dict[float, list[dict[str, Any]]]] = {}
@@ -280,13 +281,14 @@ def _tune_lr(records: list[dict[str, Any]], dirs: list[str]) -> tuple[list[dict[
     kept: list[dict[str, Any]] = []
     choices: list[dict[str, Any]] = []
     for (L, d), by_lr in sorted(by_cell.items()):
-        seed_sets = [{r["seed"] for r in rs} for rs in by_lr.values()]
-        common = set.intersection(*seed_sets)
-        score = {lr: float(np.mean([_val_score(r) for r in rs if not common or r["seed"] in common]))
-                 for lr, rs in sorted(by_lr.items())}
+        seeds = {lr: frozenset(r["seed"] for r in rs) for lr, rs in by_lr.items()}
+        most = max(seeds.values(), key=lambda x: (len(x), sorted(x)))
+        score = {lr: float(np.mean([_val_score(r) for r in rs])) for lr, rs in sorted(by_lr.items())
+                 if seeds[lr] == most}
         best = min(score, key=lambda lr: (score[lr], lr))
         kept += by_lr[best]
         choices.append({"n_layer": int(L), "d_model": int(d), "lr": best,
                         "val_loss_by_lr": {f"{lr:g}": (v if math.isfinite(v) else None) for lr, v in score.items()},
-                        "seeds_compared": sorted(int(x) for x in (common or set().union(*seed_sets)))})
+                        "seeds_compared": sorted(int(x) for x in most),
+                        "lrs_left_out": [lr for lr in sorted(by_lr) if seeds[lr] != most]})
     return kept, choices

@@ -31,7 +31,8 @@ def dirs(tmp_path):
         # L1 d46: the rule wins (1.50 < 1.52)
         write(rule, 1, 46, s, 8e-3, 1.50 + 0.01 * s, 1.49 + 0.01 * s)
         write(half, 1, 46, s, 4e-3, 1.52 + 0.01 * s, 1.51 + 0.01 * s)
-    write(rule, 2, 32, 2, 1e-2, 1.20, 1.21)  # a seed only the rule has: kept, but not compared
+        write(rule, 2, 64, s, 6e-3, 1.30, 1.30)
+    write(half, 2, 64, 0, 3e-3, 1.10, 1.10)  # best on validation, but one seed of two: left out
     write(rule, 4, 16, 0, 2e-2, 1.7, 1.7)  # a cell with one lr keeps it
     return rule, half
 
@@ -44,10 +45,12 @@ def test_each_cell_takes_the_lr_with_the_lowest_mean_validation_loss(dirs):
     assert cells[(2, 32)]["mean"] == pytest.approx(1.355) and cells[(2, 32)]["seeds"] == [0, 1]
     assert cells[(1, 46)]["mean"] == pytest.approx(1.495) and cells[(1, 46)]["seeds"] == [0, 1]
     assert cells[(4, 16)]["mean"] == pytest.approx(1.7)
+    assert cells[(2, 64)]["mean"] == pytest.approx(1.30) and cells[(2, 64)]["seeds"] == [0, 1]
     choice = {(c["n_layer"], c["d_model"]): c for c in t.lr_tuned["cells"]}
-    # the rule's seed 2 (val 1.20) would have won the L2 d32 choice had it been compared
-    assert choice[(2, 32)] == {"n_layer": 2, "d_model": 32, "lr": 5e-3, "seeds_compared": [0, 1],
+    assert choice[(2, 32)] == {"n_layer": 2, "d_model": 32, "lr": 5e-3, "seeds_compared": [0, 1], "lrs_left_out": [],
                                "val_loss_by_lr": {"0.005": pytest.approx(1.405), "0.01": pytest.approx(1.455)}}
+    assert choice[(2, 64)]["lr"] == 6e-3 and choice[(2, 64)]["lrs_left_out"] == [3e-3]
+    assert choice[(2, 64)]["val_loss_by_lr"] == {"0.006": pytest.approx(1.30)}
     assert choice[(1, 46)]["lr"] == 8e-3 and choice[(4, 16)]["lr"] == 2e-2
     assert t.summary()["lr_tuned"]["dirs"] == [str(half)] and t.summary()["lr_tuned"]["selected_by"] == "val_loss"
 
@@ -85,6 +88,7 @@ def test_cli_fit_tune_lr_needs_out_and_stores_dirs_relative_to_the_fit(dirs, tmp
     out = tmp_path / "fits" / "tuned.json"
     assert main(["fit", "--results", str(rule), "--tune-lr", str(half), "--out", str(out), "--bootstrap", "20"]) == 0
     text = capsys.readouterr().out
-    assert "  L2 d32: lr 0.005 of 0.005 (1.4050), 0.01 (1.4550), seeds 0,1" in text
+    assert "  L2 d32: lr 0.005 of 0.005 (1.4050), 0.01 (1.4550), seeds 0,1\n" in text
+    assert "  L2 d64: lr 0.006 of 0.006 (1.3000), seeds 0,1 (0.003: fewer seeds, left out)" in text
     stored = json.loads(out.read_text())["table"]
     assert stored["results"] == "../rule" and stored["lr_tuned"]["dirs"] == ["../half"]
