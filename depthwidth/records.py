@@ -335,7 +335,10 @@ def read_record(path: str | Path) -> dict[str, Any]:
 
 
 def iter_records(results: str | Path) -> list[dict[str, Any]]:
-    """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id."""
+    """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id.
+    UserError for an empty path (it would read the working directory), a missing one or a file."""
+    if not str(results).strip():
+        raise UserError("a results directory must be a non-empty path, got ''")
     root = storage.path(results)
     if not root.is_dir():
         raise UserError(f"results directory {'is a file' if root.exists() else 'not found'}: {results}")

@@ -305,7 +305,9 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     for u in t["unfinished"]:
         lines.append(f"  unfinished {u} (no record.json)")
     if t.get("lr_tuned"):
-        lines.append(f"lr per cell: lowest mean validation loss, read with {', '.join(t['lr_tuned']['dirs'])}:")
+        tl = t["lr_tuned"]
+        lines.append(f"lr per cell: lowest mean validation loss, read with {', '.join(tl['dirs'])} "
+                     f"({tl['n_read']} training records read; the {tl['n_other_lrs']} at the other lrs are set aside):")
         lines += [f"  L{c['n_layer']} d{c['d_model']}: lr {c['lr']:g} of "
                   + ", ".join(f"{lr}" + (f" ({v:.4f})" if v is not None else " (no finished run)")
                               for lr, v in c["val_loss_by_lr"].items())

@@ -141,7 +141,10 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
     where: dict[tuple[int, int, int, float], str] = {}
     protocols: set[str] = set()
     for d in dirs:
-        for r in iter_records(d):
+        recs = iter_records(d)
+        if len(dirs) > 1 and not any(kind_of(r) == TRAIN for r in recs):  # a typo must not pass silently
+            raise UserError(f"{d} holds no training records")
+        for r in recs:
             if kind_of(r) != TRAIN or (seeds is not None and r.get("seed") not in seeds):
                 continue
             if r.get("status") != "finished":
@@ -154,6 +157,12 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
             where[key] = str(d)
             protocols.add(_protocol(r["config"], source))
             kept.append(r)
+    if seeds is not None:
+        present = {k[2] for k in where}
+        absent = [s for s in seeds if s not in present]
+        if absent:  # a typo, or a seed not trained yet: never a silently smaller scan
+            raise UserError(f"no finished training runs of seed {', '.join(map(str, absent))} in "
+                            f"{', '.join(map(str, dirs))}")
     if len(protocols) > 1:
         raise UserError(f"the runs of {', '.join(map(str, dirs))} differ beyond (n_layer, d_model, lr, seed) in "
                         f"{len(protocols)} ways: an lr scan needs one training protocol")

@@ -168,8 +168,10 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     if tune_dirs:
         for d in tune_dirs:
             more = iter_records(d)
+            if not any(kind_of(r) == TRAIN for r in more):  # a typo must not pass as "tuned"
+                raise UserError(f"--tune-lr directory {d} holds no training records")
             ids = {r["run_id"] for r in more}
-            extra_unfinished += sorted(p.name for p in (storage.path(d) / "runs").glob("*")
+            extra_unfinished += sorted(f"{d}/runs/{p.name}" for p in (storage.path(d) / "runs").glob("*")
                                        if p.is_dir() and p.name not in ids)
             every = every + more
     if cells_of is not None:
@@ -181,14 +183,18 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         present = {r.get("seed") for r in every if kind_of(r) == TRAIN}
         absent = [s for s in seeds if s not in present]
         if absent:  # a typo, or a seed not trained yet: never a silently smaller table
-            raise UserError(f"no training records of seed {', '.join(map(str, absent))} in {results} "
+            where = ", ".join(map(str, [results, *(tune_dirs or [])]))
+            raise UserError(f"no training records of seed {', '.join(map(str, absent))} in {where} "
                             f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
         every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
     records = [r for r in every if kind_of(r) == TRAIN]
     lr_tuned = None
     if tune_dirs:
+        n_read = len(records)
         records, choices = _tune_lr(records, [str(results), *tune_dirs])
-        lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "cells": choices}
+        # n_records counts the runs at the chosen lrs; these say how many were read and set aside
+        lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "n_read": n_read,
+                    "n_other_lrs": n_read - len(records), "cells": choices}
     root = storage.path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)

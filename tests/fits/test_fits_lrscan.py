@@ -83,8 +83,10 @@ def test_several_directories_are_one_scan_of_one_protocol(tmp_path):
     write(other, 4, 32, 0, 2e-3, 1.5, steps=2000)  # another training length: another protocol
     with pytest.raises(UserError, match="one training protocol"):
         lrscan.load_scan([rule, other], c=0.4)
-    with pytest.raises(UserError, match=r"seeds 7\): no shape has finished runs at two"):
+    with pytest.raises(UserError, match="no finished training runs of seed 7"):
         lrscan.load_scan([rule, half], c=0.4, seeds=[7])
+    with pytest.raises(UserError, match=r"seeds 1\): no shape has finished runs at two"):
+        lrscan.load_scan([rule], c=0.4, seeds=[1])  # seed 1 has one lr there
 
 
 def test_cli_reads_several_directories_and_prints_the_regret(tmp_path, capsys):
@@ -120,3 +122,16 @@ def test_average_seeds_uses_the_lrs_that_have_every_seed(tmp_path, capsys):
     assert main(["lrscan", "--results", str(tmp_path), "--average-seeds", "--rule-c", "0.32"]) == 0
     out = capsys.readouterr().out
     assert " 2   32  24.6K mean" in out and "mean: over seeds L2 d32: 0,1,2" in out
+
+
+def test_a_directory_without_records_or_an_absent_seed_is_refused(tmp_path):
+    rule, half, empty = tmp_path / "rule", tmp_path / "half", tmp_path / "empty"
+    write(rule, 2, 64, 0, 6.25e-3, 1.3155)
+    write(half, 2, 64, 0, 3.125e-3, 1.3063)
+    empty.mkdir()
+    with pytest.raises(UserError, match="empty holds no training records"):
+        lrscan.load_scan([rule, half, empty], c=0.4)
+    with pytest.raises(UserError, match="no finished training runs of seed 7 in"):
+        lrscan.load_scan([rule, half], c=0.4, seeds=[0, 7])
+    with pytest.raises(UserError, match="non-empty path"):
+        lrscan.load_scan([rule, ""], c=0.4)

@@ -92,3 +92,22 @@ def test_cli_fit_tune_lr_needs_out_and_stores_dirs_relative_to_the_fit(dirs, tmp
     assert "  L2 d64: lr 0.006 of 0.006 (1.3000), seeds 0,1 (0.003: fewer seeds, left out)" in text
     stored = json.loads(out.read_text())["table"]
     assert stored["results"] == "../rule" and stored["lr_tuned"]["dirs"] == ["../half"]
+
+
+def test_bad_tune_directories_are_refused_and_counts_are_named(dirs, tmp_path):
+    rule, half = dirs
+    (tmp_path / "empty" / "runs" / "ghost").mkdir(parents=True)
+    with pytest.raises(UserError, match="holds no training records"):
+        load_table(rule, tune_lr=[tmp_path / "empty"])
+    for bad in ("", " "):
+        with pytest.raises(UserError, match="non-empty path"):
+            load_table(rule, tune_lr=[bad])
+        with pytest.raises(UserError, match="non-empty path"):
+            load_table(bad, tune_lr=[half])
+    with pytest.raises(UserError, match=f"seed 7 in {rule}, {half} "):
+        load_table(rule, tune_lr=[half], seeds=[7])
+    (half / "runs" / "crashed").mkdir()
+    t = load_table(rule, tune_lr=[half])
+    assert f"{half}/runs/crashed" in t.unfinished
+    # read: 4 (L2 d32) + 4 (L1 d46) + 3 (L2 d64) + 1 (L4 d16); kept at the chosen lrs: 2 + 2 + 2 + 1
+    assert (t.lr_tuned["n_read"], t.lr_tuned["n_other_lrs"], len(t.runs)) == (12, 5, 7)
