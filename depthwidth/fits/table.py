@@ -15,9 +15,8 @@ UserError. Different cells may differ (e.g. steps scaled with size).
 With ``tune_lr`` (other results directories of the same protocol at other learning rates), a
 cell holds the runs of one lr only: the lr whose runs have the lowest mean *validation* loss,
 among the lrs trained with the cell's largest set of seeds (the test loss, which the fit uses,
-plays no part in the choice, so the choice does not select on the test set). This is a per-shape tuned lr, as in
-Kaplan et al. 2020 (section 2.2, "we tune the learning rate per model"), out of a finite grid.
-A cell trained at one lr only keeps it. The choice is made once, from all seeds: the bootstrap
+plays no part in the choice, so the choice does not select on the test set): a per-shape tuned
+lr out of a finite grid. A cell trained at one lr only keeps it. The choice is made once, from all seeds: the bootstrap
 resamples losses at the chosen lr and does not re-choose it.
 
 N in the table is ``params["kaplan"]`` = 12·L·d² (Kaplan et al. 2020), the N of Levine et al.'s
