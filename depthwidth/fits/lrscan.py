@@ -20,7 +20,6 @@ Yang et al. 2021, "Tensor Programs V", Fig. 1). numpy only.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -29,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
-
 
 LR_ROUNDING = 1e-5  # in ln lr: above the 5e-6 relative rounding of a 6-significant-figure lr
 
@@ -104,24 +102,6 @@ def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0, *,
     return rows
 
 
-# What the runs of one scan may differ in: the shape, the lr and the seed. Everything else in a
-# run's identity (steps, data, schedule, ...) must agree, or the scan compares protocols.
-SCAN_KEYS = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"), ("train", "seed"))
-
-
-def _protocol(config: Any, source: str) -> str:
-    """A run's identity (RunConfig.identity) without :data:`SCAN_KEYS`, as canonical JSON."""
-    from depthwidth.config import from_dict
-
-    try:
-        ident = from_dict(config).identity()
-    except (UserError, TypeError, AttributeError) as e:
-        raise UserError(f"{source}: config is not a valid run config: {e}") from None
-    for sec, key in SCAN_KEYS:
-        ident[sec].pop(key, None)
-    return json.dumps(ident, sort_keys=True, separators=(",", ":"))
-
-
 def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1.0, *,
               seeds: list[int] | None = None, average_seeds: bool = False) -> list[dict[str, Any]]:
     """:func:`scan_rows` over the training records of one or several results directories.
@@ -134,38 +114,25 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
     counted twice), if the finished runs differ in anything but shape, lr and seed, or if no
     shape has finished runs at two or more lrs.
     """
+    from depthwidth.fits.table import check_one_lr_protocol
     from depthwidth.records import TRAIN, iter_records, kind_of
 
     dirs = [results] if isinstance(results, (str, Path)) else list(results)
-    kept: list[dict[str, Any]] = []
-    where: dict[tuple[int, int, int, float], str] = {}
-    protocols: set[str] = set()
+    sourced: list[tuple[str, dict[str, Any]]] = []
     for d in dirs:
         recs = iter_records(d)
         if len(dirs) > 1 and not any(kind_of(r) == TRAIN for r in recs):  # a typo must not pass silently
             raise UserError(f"{d} holds no training records")
-        for r in recs:
-            if kind_of(r) != TRAIN or (seeds is not None and r.get("seed") not in seeds):
-                continue
-            if r.get("status") != "finished":
-                continue
-            source = f"{d}/runs/{r.get('run_id')}"
-            key = (r["n_layer"], r["d_model"], r["seed"], float(r["config"]["train"]["lr"]))
-            if key in where:
-                raise UserError(f"L={key[0]} d={key[1]} seed={key[2]} lr={key[3]:g} is in both {where[key]} "
-                                f"and {d}; read one of them")
-            where[key] = str(d)
-            protocols.add(_protocol(r["config"], source))
-            kept.append(r)
+        sourced += [(str(d), r) for r in recs if kind_of(r) == TRAIN and r.get("status") == "finished"
+                    and (seeds is None or r.get("seed") in seeds)]
     if seeds is not None:
-        present = {k[2] for k in where}
+        present = {r["seed"] for _, r in sourced}
         absent = [s for s in seeds if s not in present]
         if absent:  # a typo, or a seed not trained yet: never a silently smaller scan
             raise UserError(f"no finished training runs of seed {', '.join(map(str, absent))} in "
                             f"{', '.join(map(str, dirs))}")
-    if len(protocols) > 1:
-        raise UserError(f"the runs of {', '.join(map(str, dirs))} differ beyond (n_layer, d_model, lr, seed) in "
-                        f"{len(protocols)} ways: an lr scan needs one training protocol")
+    check_one_lr_protocol(sourced, [str(d) for d in dirs])
+    kept = [r for _, r in sourced]
     rows = scan_rows(kept, c, power, average_seeds=average_seeds)
     if not rows:
         only = f" (seeds {','.join(map(str, seeds))})" if seeds is not None else ""

@@ -163,6 +163,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
     every = iter_records(results)
     recorded = {r["run_id"] for r in every}
+    dir_of = {id(r): str(results) for r in every}  # with tune_lr: which directory a record came from
     extra_unfinished: list[str] = []
     if tune_dirs:
         for d in tune_dirs:
@@ -172,6 +173,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
             ids = {r["run_id"] for r in more}
             extra_unfinished += sorted(f"{d}/runs/{p.name}" for p in (storage.path(d) / "runs").glob("*")
                                        if p.is_dir() and p.name not in ids)
+            dir_of.update({id(r): d for r in more})
             every = every + more
     if cells_of is not None:
         other = load_table(cells_of).cells
@@ -190,7 +192,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     lr_tuned = None
     if tune_dirs:
         n_read = len(records)
-        records, choices = _tune_lr(records, [str(results), *tune_dirs])
+        records, choices = _tune_lr([(dir_of[id(r)], r) for r in records], [str(results), *tune_dirs])
         # n_records counts the runs at the chosen lrs; these say how many were read and set aside
         lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "n_read": n_read,
                     "n_other_lrs": n_read - len(records), "cells": choices}
@@ -241,8 +243,37 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
                         lr_tuned=lr_tuned)
 
 
-# What the runs read with tune_lr may differ in: the shape, the lr and the seed.
-TUNE_FREE = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"), ("train", "seed"))
+# What the runs of one lr scan or lr choice may differ in: the shape, the lr and the seed.
+LR_SCAN_FREE = (("model", "n_layer"), ("model", "d_model"), ("train", "lr"), ("train", "seed"))
+
+
+def check_one_lr_protocol(sourced: list[tuple[str, dict[str, Any]]], dirs: list[str]) -> None:
+    """For records read from several directories as one lr scan (``sourced``: (directory,
+    record) pairs): UserError if a (depth, width, seed, lr) run comes twice (it would count
+    twice) or if the runs differ in anything but :data:`LR_SCAN_FREE` (it would compare
+    protocols, not lrs)."""
+    protocols: set[str] = set()
+    seen: dict[tuple[int, int, int, float], str] = {}
+    for d, r in sourced:
+        source = f"{d}/runs/{r.get('run_id')}"
+        cfg = r.get("config")
+        if not isinstance(cfg, dict):
+            raise UserError(f"{source}: a record without a config cannot be placed in an lr scan")
+        try:
+            ident = from_dict(cfg).identity()
+        except (UserError, TypeError, AttributeError) as e:
+            raise UserError(f"{source}: config is not a valid run config: {e}") from None
+        key = (r["n_layer"], r["d_model"], r["seed"], float(ident["train"]["lr"]))
+        if key in seen:
+            raise UserError(f"L={key[0]} d={key[1]} seed={key[2]} lr={key[3]:g} is in both {seen[key]} and {d} "
+                            "(it has two records); read one of them")
+        seen[key] = str(d)
+        for sec, k in LR_SCAN_FREE:
+            ident[sec].pop(k, None)
+        protocols.add(json.dumps(ident, sort_keys=True))
+    if len(protocols) > 1:
+        raise UserError(f"the runs of {', '.join(map(str, dirs))} differ beyond (n_layer, d_model, lr, seed) in "
+                        f"{len(protocols)} ways: an lr scan or lr choice needs one training protocol")
 
 
 def _val_score(rec: dict[str, Any]) -> float:
@@ -253,36 +284,17 @@ def _val_score(rec: dict[str, Any]) -> float:
     return float(v) if ok and math.isfinite(v) else math.inf
 
 
-def _tune_lr(records: list[dict[str, Any]], dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _tune_lr(sourced: list[tuple[str, dict[str, Any]]], dirs: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per (n_layer, d_model) cell, keep the records of the lr with the lowest mean validation
     loss among the lrs trained with the cell's largest seed set (an lr with fewer seeds is left
-    out: a mean over other seeds would compare seeds, not lrs); ties go to the lower lr. Returns
+    out: a mean over other seeds would compare seeds, not lrs); ties go to the lower lr.
+    ``sourced``: (directory, record) pairs, checked by :func:`check_one_lr_protocol`. Returns
     the kept records and, per cell, the choice (JSON-ready)."""
-    protocols: set[str] = set()
-    seen: dict[tuple[int, int, int, float], str] = {}
+    check_one_lr_protocol(sourced, dirs)
     by_cell: dict[tuple[int, int], dict[float, list[dict[str, Any]]]] = {}
-    for r in records:
-        source = str(r.get("run_id"))
-        cfg = r.get("config")
-        try:
-            ident = from_dict(cfg).identity() if isinstance(cfg, dict) else None
-        except (UserError, TypeError) as e:
-            raise UserError(f"{source}: config is not a valid run config: {e}") from None
-        if ident is None:
-            raise UserError(f"{source}: a record without a config cannot be placed in an lr choice")
-        lr = float(ident["train"]["lr"])
-        for sec, key in TUNE_FREE:
-            ident[sec].pop(key, None)
-        protocols.add(json.dumps(ident, sort_keys=True))
-        key = (r["n_layer"], r["d_model"], r["seed"], lr)
-        if key in seen:
-            raise UserError(f"L={key[0]} d={key[1]} seed={key[2]} lr={lr:g} has two records ({seen[key]}, "
-                            f"{source}): keep it in one of {', '.join(dirs)}")
-        seen[key] = source
+    for _, r in sourced:
+        lr = float(r["config"]["train"]["lr"])
         by_cell.setdefault((r["n_layer"], r["d_model"]), {}).setdefault(lr, []).append(r)
-    if len(protocols) > 1:
-        raise UserError(f"the runs of {', '.join(dirs)} differ beyond (n_layer, d_model, lr, seed) in "
-                        f"{len(protocols)} ways: an lr choice needs one training protocol")
     kept: list[dict[str, Any]] = []
     choices: list[dict[str, Any]] = []
     for (L, d), by_lr in sorted(by_cell.items()):
