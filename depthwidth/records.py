@@ -71,6 +71,7 @@ import datetime as _dt
 import json
 import math
 import os
+import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,20 @@ def diverged_reason(loss: float | None, vocab_size: int | None, what: str = "los
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def code_revision() -> str | None:
+    """HEAD of the source checkout this package runs from (what a record's ``git_rev`` and a
+    prediction's ``git_rev`` store), or None for a pip install, whose ``versions["depthwidth"]``
+    names the code instead."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file():  # site-packages inside some other git repo is not our code
+        return None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(s)
     s.set_defaults(func=_lrscan)
 
+    r = sub.add_parser("predict", help="pre-register a law's transition for unseen depth pairs; or judge one",
+                       description="From a fit file alone, write the predicted transition N* (with 95%% intervals) "
+                                   "of depth pairs the fit has not seen (fits.predict); with --check, compare a "
+                                   "prediction file with a measured fit (the verdict).")
+    r.add_argument("--fit", required=True, help="fit JSON: the law to predict from, or with --check the measured fit")
+    r.add_argument("--pairs", nargs="+", metavar="LS,LD", help="depth pairs to predict, e.g. 3,6 2,3")
+    r.add_argument("--out", default=None, help="prediction JSON to write (refuses to overwrite one)")
+    r.add_argument("--check", default=None, metavar="PREDICTION",
+                   help="a prediction file: print measured vs predicted per pair for the fit given by --fit")
+    add_json_flag(r)
+    r.set_defaults(func=_predict)
+
     q = sub.add_parser("query", help="optimal depth/width for a budget, transition size, shape verdict",
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
                                    "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
@@ -240,6 +252,61 @@ def _query(args: argparse.Namespace) -> int:
     text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
+
+
+# ---------------------------------------------------------------- predict
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from depthwidth import storage
+    from depthwidth.fits import predict as P
+    from depthwidth.fits.law import load_fit_file
+    from depthwidth.records import write_atomic, json_text
+
+    fit = load_fit_file(args.fit)
+    if args.check is not None:
+        if args.pairs or args.out:
+            raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
+        pred = P.read_prediction(args.check)
+        rows = P.verdict(pred, fit)
+        emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows},
+             "\n".join(format_verdicts(rows, args.check, args.fit)))
+        return 0
+    if not args.pairs or not args.out:
+        raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
+    pairs = P.parse_pairs(args.pairs)
+    raw = storage.path(args.fit).read_bytes()
+    out = P.predict(fit, str(args.fit), raw, pairs)
+    # A pre-registered prediction is never replaced in place: write it once.
+    if not write_atomic(args.out, json_text(out), exclusive=True):
+        raise UserError(f"{args.out} exists: a prediction is written once (choose another --out)")
+    lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): ln d_x = {out['fit']['law']['a']:.4f} + "
+             f"{out['fit']['law']['b']:.4f}*L, depth assigned {out['fit']['assign']}, fitted on "
+             + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
+    rows = [[f"({p['pair'][0]},{p['pair'][1]})", f"{p['L']:.2f}", f"{p['d_x']:.1f}", format_count(p["n_star"]),
+             _ci_text(p, "ci95", format_count), _ci_text(p, "ci95_bootstrap", format_count),
+             ", ".join(f"{c} {format_count(v)}" for c, v in p["n_star_by_convention"].items())] for p in out["predictions"]]
+    lines.append(_table(["pair", "L", "d_x", "N*", "95% CI (cov)", "95% CI (bootstrap cov)", "N* by convention"], rows))
+    lines.append(f"wrote {args.out} (git {out['git_rev'] or 'unknown'})")
+    emit(args, {**out, "out": str(args.out)}, "\n".join(lines))
+    return 0
+
+
+def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str) -> list[str]:
+    """Text lines of :func:`depthwidth.fits.predict.verdict`'s rows."""
+    lines = [f"prediction {pred_path} vs measured fit {fit_path}:"]
+    for v in rows:
+        pair = f"({v['pair'][0]},{v['pair'][1]})"
+        pred = f"predicted {format_count(v['predicted_n_star'])} {_ci_text(v, 'predicted_ci95', format_count)}"
+        if v["status"] != "resolved":
+            lines.append(f"  {pair}: not resolved ({v['reason']}); {pred}")
+            continue
+        inside = {True: "inside", False: "outside", None: "(no interval)"}[v["inside_predicted_ci95"]]
+        z = f"z = {v['z']:+.2f} combined sigma, {v['z_pred']:+.2f} in the prediction's" if v["z"] is not None else ""
+        lines.append(f"  {pair}: measured {format_count(v['measured_n_star'])} "
+                     f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: x{v['ratio']:.2f}, {inside} the "
+                     f"predicted 95% interval; {z}")
+    return lines
 
 
 # ---------------------------------------------------------------- fit

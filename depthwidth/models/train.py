@@ -26,7 +26,6 @@ import logging
 import math
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -479,7 +478,7 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
         test_loss_chunks=ev.test_loss_chunks, wall_s=prior_wall_s + end.train_wall, compile_s=engine.compile_s,
         tokens_per_s=tok_s, mfu=mfu, flops_per_token=meter.flops_per_token, mfu_convention=MFU_CONVENTION,
         peak_flops_per_s=meter.peak, mfu_devices=meter.n_devices,
-        git_rev=_git_rev(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
+        git_rev=records.code_revision(), versions=_versions(), device=f"{jax.devices()[0].platform} x{jax.device_count()}",
         host=hostcpu.host_info(), data=meta_for_record(prepared.meta),
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         extra=extra)
@@ -488,20 +487,7 @@ def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared,
 def provenance() -> dict[str, Any]:
     """``git_rev``, ``versions`` and ``host`` as a training record stores them, for the records of
     other experiment kinds (:mod:`depthwidth.experiments.kinds`)."""
-    return {"git_rev": _git_rev(), "versions": _versions(), "host": hostcpu.host_info()}
-
-
-def _git_rev() -> str | None:
-    """HEAD of the source checkout this package runs from, or None (a pip install: the
-    record's ``versions["depthwidth"]`` names the code then)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "pyproject.toml").is_file():  # site-packages inside some other git repo is not our code
-        return None
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    return {"git_rev": records.code_revision(), "versions": _versions(), "host": hostcpu.host_info()}
 
 
 def _versions() -> dict[str, str]:

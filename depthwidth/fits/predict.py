@@ -1,0 +1,199 @@
+"""Pre-registered predictions: a fitted law's transition size for depth pairs it was not fitted on,
+and the verdict once those pairs are measured.
+
+A law ln d_x = a + b·L (Levine et al. 2020, arXiv 2006.12467, experiments section; fitted by
+:mod:`depthwidth.fits.lawfit`) predicts, for a depth pair (L_s, L_d) standing at the depth
+L = assigned_depth(L_s, L_d) of the fit's convention (:mod:`depthwidth.fits.transitions`):
+
+    ln d_x* = a + b·L                 (width at the transition, natural log)
+    N*      = 12·L·d_x*²              (Kaplan et al. 2020 non-embedding count, the fit's N)
+    var(ln N*) = 4·[1, L] Σ [1, L]ᵀ   (Σ the covariance of (a, b); delta method, exact for a line)
+
+The 95 % interval is exp(ln N* ± 1.96·σ) under the fit's own covariance (``cov``, or
+``cov_scaled`` when χ²_red > 1, as ``query`` reads it) and, where the fit has one, under the
+covariance of its bootstrap refit (``law.bootstrap.cov``; a normal interval from that covariance:
+the fit file keeps the covariance, not the replicates).
+
+For a doubling pair (L, 2L) every depth convention gives the same N* when the fit's pairs are all
+doublings (the conventions differ by a constant factor of L, which the intercept absorbs); for any
+other ratio (e.g. (2, 3)) they differ, so the prediction also lists N* under each convention of
+the fit's ``by_assign`` (point values only: the fit file stores no covariance for them).
+
+Prediction file (JSON, ``depthwidth predict --out``)::
+
+    format "depthwidth-prediction", version 1, created_at (ISO 8601 UTC), git_rev (HEAD or null)
+    fit        {"path", "sha256" (of the fit file's bytes), "law": {"a", "b", "form"}, "assign",
+                "pairs_fitted": [[L_s, L_d], ...], "depth_range"}
+    predictions  [{"pair": [L_s, L_d], "depth_convention", "L", "d_x", "ln_n_star", "n_star",
+                   "sigma_ln_n_star", "ci95": [lo, hi], "cov_used", "ci95_bootstrap": [lo, hi] | null,
+                   "sigma_ln_n_star_bootstrap": float | null, "extrapolated": bool,
+                   "n_star_by_convention": {"geom": N, ...}}]
+
+Verdict (:func:`verdict`) of a measured fit against a prediction file, per predicted pair: the
+measured N* and its 95 % interval, whether it lies inside the predicted interval, and its distance
+z = (ln N*_meas − ln N*_pred) / sqrt(σ_pred² + σ_meas²) in combined standard deviations (also
+z_pred, in the prediction's σ alone). A pair the measurement does not resolve (no crossing, or one
+found in fewer than 95 % of bootstrap replicates) gets status "not resolved" with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import math
+from typing import Any
+
+from depthwidth import storage
+from depthwidth.errors import UserError
+from depthwidth.fits.law import FIT_FORMAT, law_from_fit_dict
+from depthwidth.fits.options import ASSIGN, MIN_FRACTION
+from depthwidth.fits.transitions import assigned_depth
+from depthwidth.records import code_revision
+
+PREDICTION_FORMAT = "depthwidth-prediction"
+PREDICTION_VERSION = 1
+Z95 = 1.959963984540054
+
+
+def _sigma_ln_n(cov, L: float) -> float | None:
+    if cov is None:
+        return None
+    var_ln_d = cov[0][0] + 2 * L * cov[0][1] + L * L * cov[1][1]
+    return 2.0 * math.sqrt(max(var_ln_d, 0.0))
+
+
+def _interval(ln_n: float, sigma: float | None) -> list[float] | None:
+    return None if sigma is None else [math.exp(ln_n - Z95 * sigma), math.exp(ln_n + Z95 * sigma)]
+
+
+def n_star(a: float, b: float, L: float) -> float:
+    """N* = 12·L·exp(2(a + b·L)): the Kaplan N at which the law puts depth L's transition."""
+    return 12.0 * L * math.exp(2.0 * (a + b * L))
+
+
+def parse_pairs(items: list[str]) -> list[tuple[int, int]]:
+    """``["3,6", "2,3"]`` -> [(3, 6), (2, 3)]; UserError unless each is two whole depths L_s < L_d."""
+    out = []
+    for item in items:
+        parts = [p.strip() for p in str(item).split(",")]
+        try:
+            Ls, Ld = (int(p) for p in parts)
+        except ValueError:
+            raise UserError(f"--pairs: {item!r} is not a pair of depths like 3,6") from None
+        if not (1 <= Ls < Ld):
+            raise UserError(f"--pairs: {item!r} needs 1 <= shallower < deeper")
+        if (Ls, Ld) in out:
+            raise UserError(f"--pairs: {item!r} given twice")
+        out.append((Ls, Ld))
+    if not out:
+        raise UserError("--pairs: give at least one pair, e.g. --pairs 3,6")
+    return out
+
+
+def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int, int]]) -> dict[str, Any]:
+    """The prediction file (module docstring) of ``pairs`` from a parsed fit file ``fit``.
+
+    ``raw`` is the fit file's bytes (hashed into the prediction). Raises UserError for a fit
+    that holds no law, or a pair the fit was fitted on (a prediction is of what it has not seen).
+    """
+    law = law_from_fit_dict(fit, source)  # validates format, status and (a, b, cov)
+    law_boot = law_from_fit_dict(fit, source, "bootstrap")
+    assign = (fit.get("options") or {}).get("assign", "geom")
+    if assign not in ASSIGN:
+        raise UserError(f"{source}: options.assign {assign!r} is not one of {', '.join(ASSIGN)}")
+    seen = sorted({(int(p["L_s"]), int(p["L_d"])) for p in fit.get("points", []) if p.get("fitted", True)})
+    preds = []
+    for Ls, Ld in pairs:
+        if (Ls, Ld) in seen:
+            raise UserError(f"pair ({Ls},{Ld}) is one the fit {source} was fitted on: nothing to predict")
+        L = assigned_depth(Ls, Ld, assign)
+        ln_n = math.log(n_star(law.a, law.b, L))
+        sigma, sigma_b = _sigma_ln_n(law.cov, L), _sigma_ln_n(law_boot.cov, L)
+        by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c))
+                   for c, v in (fit.get("by_assign") or {}).items() if v and c in ASSIGN}
+        lo, hi = law.depth_range or (L, L)
+        preds.append({
+            "pair": [Ls, Ld], "depth_convention": assign, "L": L, "d_x": math.exp(law.a + law.b * L),
+            "ln_n_star": ln_n, "n_star": math.exp(ln_n), "sigma_ln_n_star": sigma,
+            "ci95": _interval(ln_n, sigma), "cov_used": law.source.partition("(cov: ")[2].rstrip(")"),
+            "sigma_ln_n_star_bootstrap": sigma_b, "ci95_bootstrap": _interval(ln_n, sigma_b),
+            "extrapolated": not (lo <= L <= hi), "n_star_by_convention": by_conv,
+        })
+    return {
+        "format": PREDICTION_FORMAT, "version": PREDICTION_VERSION,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_rev": code_revision(),
+        "fit": {"path": source, "sha256": hashlib.sha256(raw).hexdigest(),
+                "law": {"a": law.a, "b": law.b, "form": (fit.get("law") or {}).get("form", "ln(d_x) = a + b*L")},
+                "assign": assign, "pairs_fitted": [list(p) for p in seen],
+                "depth_range": list(law.depth_range) if law.depth_range else None},
+        "predictions": preds,
+    }
+
+
+def read_prediction(path: str) -> dict[str, Any]:
+    """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
+    import json
+
+    try:
+        d = json.loads(storage.path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"prediction file not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read prediction file {path}: {e}") from None
+    if not isinstance(d, dict) or d.get("format") != PREDICTION_FORMAT or d.get("version") != PREDICTION_VERSION:
+        raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
+                        f"version {PREDICTION_VERSION})")
+    preds = d.get("predictions")
+    if not isinstance(preds, list) or not all(isinstance(p, dict) and isinstance(p.get("pair"), list)
+                                              and isinstance(p.get("ln_n_star"), (int, float)) for p in preds):
+        raise UserError(f"{path}: 'predictions' must be a list of pair predictions")
+    return d
+
+
+def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:
+    return {"pair": pred["pair"], "status": "not resolved", "reason": reason,
+            "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
+            "measured_n_star": point.get("N_star") if point else None,
+            "bootstrap_fraction": point.get("bootstrap_fraction") if point else None}
+
+
+def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per predicted pair, measured vs predicted (module docstring). ``measured_fit`` is a fit
+    file (any status) whose ``points``/``no_crossing``/``not_fitted`` hold the pair. The measured
+    point must use the prediction's depth convention, else its d_x is not comparable: UserError."""
+    if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
+        raise UserError("measured fit: not a depthwidth fit file")
+    assign = (measured_fit.get("options") or {}).get("assign")
+    everything = (measured_fit.get("points", []) + measured_fit.get("not_fitted", [])
+                  + measured_fit.get("no_crossing", []))
+    by_pair = {(int(p["L_s"]), int(p["L_d"])): p for p in everything}
+    out = []
+    for pred in prediction["predictions"]:
+        if assign != pred.get("depth_convention"):
+            raise UserError(f"measured fit assigns depth {assign!r}, the prediction {pred.get('depth_convention')!r}: "
+                            "refit with --assign " + str(pred.get("depth_convention")))
+        p = by_pair.get(tuple(pred["pair"]))
+        if p is None:
+            out.append(_not_resolved(pred, "the measured fit has no such pair (depths missing)"))
+            continue
+        if p.get("status") not in ("crossing", "multiple") or p.get("N_star") is None:
+            out.append(_not_resolved(pred, f"status {p.get('status')!r}: {p.get('meaning', 'no crossing')}", p))
+            continue
+        frac = p.get("bootstrap_fraction") or 0.0
+        if frac < MIN_FRACTION or not p.get("sigma_ln_N_star"):
+            out.append(_not_resolved(pred, f"crosses in {frac:.1%} of bootstrap replicates (< {MIN_FRACTION:.0%})", p))
+            continue
+        ln_m, s_m = math.log(p["N_star"]), p["sigma_ln_N_star"]
+        s_p = pred.get("sigma_ln_n_star")
+        lo, hi = pred["ci95"] or (None, None)
+        out.append({
+            "pair": pred["pair"], "status": "resolved", "bootstrap_fraction": frac,
+            "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
+            "measured_n_star": p["N_star"], "measured_ci95": p.get("N_star_ci95"),
+            "ratio": p["N_star"] / pred["n_star"],
+            "inside_predicted_ci95": None if lo is None else bool(lo <= p["N_star"] <= hi),
+            "z": None if s_p is None else (ln_m - pred["ln_n_star"]) / math.hypot(s_p, s_m),
+            "z_pred": None if not s_p else (ln_m - pred["ln_n_star"]) / s_p,
+        })
+    return out

@@ -1,0 +1,132 @@
+"""Pre-registered predictions (fits.predict, `depthwidth predict`): values against hand
+computation, the committed law-long prediction against its fit, refusals, and the verdict."""
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from depthwidth.cli import main
+from depthwidth.errors import UserError
+from depthwidth.fits import predict as P
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fit(a=3.0, b=0.2, cov=((0.01, -0.002), (-0.002, 0.001)), assign="geom", pairs=((1, 2), (2, 4))):
+    return {"format": "depthwidth-fit", "version": 1, "status": "ok",
+            "law": {"a": a, "b": b, "cov": [list(r) for r in cov], "dof": 0, "chi2_red": None,
+                    "depth_range": [1.0, 3.0], "form": "ln(d_x) = a + b*L"},
+            "options": {"assign": assign},
+            "points": [{"L_s": s, "L_d": d, "fitted": True} for s, d in pairs],
+            "by_assign": {assign: {"a": a, "b": b}}}
+
+
+def test_prediction_values_by_hand():
+    fit = _fit()
+    out = P.predict(fit, "f.json", b"raw", [(3, 6)])
+    p = out["predictions"][0]
+    L = math.sqrt(18)
+    n = 12 * L * math.exp(2 * (3.0 + 0.2 * L))
+    assert p["n_star"] == pytest.approx(n, rel=1e-12)
+    assert p["d_x"] == pytest.approx(math.exp(3.0 + 0.2 * L))
+    var = 0.01 - 2 * 0.002 * L + 0.001 * L * L
+    sig = 2 * math.sqrt(var)
+    assert p["sigma_ln_n_star"] == pytest.approx(sig)
+    assert p["ci95"] == pytest.approx([n * math.exp(-1.959964 * sig), n * math.exp(1.959964 * sig)], rel=1e-6)
+    assert p["extrapolated"] is True  # L = 4.24 beyond the data's 1..3
+    assert out["fit"]["sha256"] == hashlib.sha256(b"raw").hexdigest()
+    assert p["ci95_bootstrap"] is None  # the fit has no bootstrap covariance
+
+
+def test_doubling_pair_same_under_every_convention_but_not_others():
+    # Fits of doubling pairs under two conventions are the same line reparametrised: for the
+    # points (1,2) and (2,4) at N*1, N*2 solve the line under geom and under shallow by hand.
+    N1, N2 = 2.0e4, 9.0e4
+
+    def line(Ls1, Ls2, conv):
+        from depthwidth.fits.transitions import assigned_depth
+        L1, L2 = assigned_depth(Ls1, 2 * Ls1, conv), assigned_depth(Ls2, 2 * Ls2, conv)
+        y1, y2 = 0.5 * math.log(N1 / (12 * L1)), 0.5 * math.log(N2 / (12 * L2))
+        b = (y2 - y1) / (L2 - L1)
+        return y1 - b * L1, b
+
+    fit = _fit()
+    fit["by_assign"] = {c: dict(zip("ab", line(1, 2, c))) for c in ("geom", "shallow", "deep", "arith")}
+    fit["law"]["a"], fit["law"]["b"] = fit["by_assign"]["geom"]["a"], fit["by_assign"]["geom"]["b"]
+    p36, p23 = P.predict(fit, "f", b"", [(3, 6), (2, 3)])["predictions"]
+    assert len({round(v, 6) for v in p36["n_star_by_convention"].values()}) == 1
+    assert p36["n_star"] == pytest.approx(p36["n_star_by_convention"]["shallow"])
+    assert len({round(v) for v in p23["n_star_by_convention"].values()}) == 4
+
+
+def test_refusals():
+    with pytest.raises(UserError, match="fitted on"):
+        P.predict(_fit(), "f", b"", [(1, 2)])
+    for bad in (["3"], ["6,3"], ["a,b"], ["0,1"], ["3,6", "3,6"]):
+        with pytest.raises(UserError):
+            P.parse_pairs(bad)
+    fit = _fit()
+    fit["status"] = "insufficient"
+    with pytest.raises(UserError, match="no law"):
+        P.predict(fit, "f", b"", [(3, 6)])
+
+
+def _measured(N, sigma, frac=1.0, status="crossing", assign="geom"):
+    return {"format": "depthwidth-fit", "options": {"assign": assign},
+            "points": [{"L_s": 3, "L_d": 6, "status": status, "N_star": N, "sigma_ln_N_star": sigma,
+                        "N_star_ci95": [N * 0.8, N * 1.2], "bootstrap_fraction": frac}]}
+
+
+def test_verdict_z_and_inside():
+    pred = P.predict(_fit(), "f", b"", [(3, 6)])
+    p = pred["predictions"][0]
+    N = p["n_star"] * math.exp(0.3)
+    v, = P.verdict(pred, _measured(N, 0.4))
+    assert v["status"] == "resolved"
+    assert v["ratio"] == pytest.approx(math.exp(0.3))
+    assert v["z"] == pytest.approx(0.3 / math.hypot(p["sigma_ln_n_star"], 0.4))
+    assert v["z_pred"] == pytest.approx(0.3 / p["sigma_ln_n_star"])
+    assert v["inside_predicted_ci95"] is (0.3 < 1.959964 * p["sigma_ln_n_star"])
+    far, = P.verdict(pred, _measured(p["n_star"] * 10, 0.1))
+    assert far["inside_predicted_ci95"] is False and far["z"] > 1.96
+    weak, = P.verdict(pred, _measured(N, 0.4, frac=0.8))
+    assert weak["status"] == "not resolved" and "80.0%" in weak["reason"]
+    none, = P.verdict(pred, {"format": "depthwidth-fit", "options": {"assign": "geom"}, "points": []})
+    assert none["status"] == "not resolved"
+    with pytest.raises(UserError, match="assigns depth"):
+        P.verdict(pred, _measured(N, 0.4, assign="arith"))
+
+
+def test_cli_writes_once_and_checks(tmp_path, capsys):
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps(_fit()))
+    out = tmp_path / "pred.json"
+    assert main(["predict", "--fit", str(fit), "--pairs", "3,6", "2,3", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert [p["pair"] for p in d["predictions"]] == [[3, 6], [2, 3]]
+    assert main(["predict", "--fit", str(fit), "--pairs", "3,6", "--out", str(out)]) == 2
+    assert "written once" in capsys.readouterr().err
+    meas = tmp_path / "m.json"
+    meas.write_text(json.dumps(_measured(d["predictions"][0]["n_star"], 0.2)))
+    capsys.readouterr()
+    assert main(["predict", "--fit", str(meas), "--check", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "(3,6): measured" in text and "inside the predicted 95% interval" in text
+    assert "(2,3): not resolved" in text
+
+
+def test_committed_law_long_prediction_matches_its_fit():
+    """The pre-registered file: its sha256 is the committed fit's, and its N* is what the fit gives."""
+    path = ROOT / "results" / "predictions" / "law-long.json"
+    if not path.exists():
+        pytest.skip("no committed prediction yet")
+    pred = json.loads(path.read_text())
+    raw = (ROOT / "results" / "law-long" / "fit.json").read_bytes()
+    assert pred["fit"]["sha256"] == hashlib.sha256(raw).hexdigest()
+    again = P.predict(json.loads(raw), pred["fit"]["path"], raw, [tuple(p["pair"]) for p in pred["predictions"]])
+    for p, q in zip(pred["predictions"], again["predictions"]):
+        assert p["n_star"] == pytest.approx(q["n_star"], rel=1e-12)
+        assert p["ci95"] == pytest.approx(q["ci95"], rel=1e-12)
