@@ -63,6 +63,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
                    help="also read these results directories (the same protocol at other learning rates) and "
                         "use, per (depth, width) cell, the lr with the lowest mean validation loss")
+    p.add_argument("--curve", default="pchip", help="how a depth's mean losses are joined: pchip (default) or linear")
+    p.add_argument("--crossing", default="last",
+                   help="with several down-crossings, N* is the last (default) or the first")
+    p.add_argument("--estimators", action="store_true",
+                   help="also refit under every estimator (pooled bootstrap, per-seed fits, leave one point out, "
+                        "first crossing, linear curves): b's 95%% interval in each, stored beside the fit "
+                        "(fit.json -> estimators.json; fits.estimators)")
+    p.add_argument("--prediction", default=None, metavar="FILE",
+                   help="a prediction file (depthwidth predict): also print measured vs predicted for its pairs")
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
@@ -261,7 +270,7 @@ def _predict(args: argparse.Namespace) -> int:
     from depthwidth import storage
     from depthwidth.fits import predict as P
     from depthwidth.fits.law import load_fit_file
-    from depthwidth.records import write_atomic, json_text
+    from depthwidth.records import json_text, write_atomic
 
     fit = load_fit_file(args.fit)
     if args.check is not None:
@@ -325,13 +334,58 @@ def _fit(args: argparse.Namespace) -> int:
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
+    pred = None
+    if args.prediction is not None:
+        from depthwidth.fits.predict import read_prediction
+
+        pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
     table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr)
-    fit = build_fit(table, **options.kwargs())
+    fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
+    extra_text, extra = [], {}
+    if args.estimators:
+        from depthwidth.fits.estimators import estimator_table, estimators_path
+
+        if (args.curve, args.crossing) != ("pchip", "last"):
+            raise UserError("--estimators compares other curves and crossings with the default fit: "
+                            "drop --curve/--crossing")
+        est = estimator_table(lambda s: table if s is None else load_table(
+            args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr), options, fit)
+        est_out = estimators_path(str(out))
+        write_json_atomic(est_out, est)
+        extra["estimators"], extra["estimators_out"] = est, est_out
+        extra_text += format_estimators(est) + [f"wrote {est_out}"]
+    if pred is not None:
+        from depthwidth.fits.predict import verdict
+
+        extra["verdicts"] = verdict(pred, fit)
+        extra_text += format_verdicts(extra["verdicts"], args.prediction, str(out))
     write_json_atomic(out, stored_fit(fit, out))
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
-    emit(args, {**fit, "out": str(out)}, _fit_text(fit, out))
+    emit(args, {**fit, "out": str(out), **extra}, "\n".join([_fit_text(fit, out), *extra_text]))
     return 0
+
+
+def format_estimators(est: dict[str, Any]) -> list[str]:
+    """Text of :func:`depthwidth.fits.estimators.estimator_table`: one row per estimator."""
+    from depthwidth.fits.transitions import format_fraction
+
+    rows = []
+    for r in est["rows"]:
+        ci = r["b_ci95"]
+        yes = {True: "contains", False: "excludes", None: "-"}
+        pts = " ".join(f"({p['pair'][0]},{p['pair'][1]}):{format_fraction(p['fraction'])}" for p in r["points"])
+        rows.append([r["estimator"], "-" if r["b"] is None else f"{r['b']:.4f}",
+                     "-" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]", yes[r["contains_paper"]],
+                     yes[r["contains_ln3"]], pts or "-", r["note"]])
+    lines = ["b under every estimator (fits.estimators; crossing fraction of each pair):",
+             _table(["estimator", "b", "95% CI of b", f"b={est['paper_b']}", "ln 3", "pairs", "note"], rows)]
+    for key, what in (("excludes_paper", f"b's interval excludes the paper's {est['paper_b']}"),
+                      ("excludes_ln3", "b's interval excludes ln 3")):
+        c = est["claims"][key]
+        lines.append(f"claim '{what}': " + ("holds in every row" if c["holds_in_every_row"] else
+                                             f"fails in {', '.join(c['fails_in']) or 'no row with an interval'}"))
+    return lines
 
 
 def _lrscan(args: argparse.Namespace) -> int:

@@ -141,12 +141,12 @@ ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (cur
                     "every replicate in which all fitted pairs cross")
 
 
-def _warnings(points: list[TransitionPoint], table) -> list[str]:
+def _warnings(points: list[TransitionPoint], table, crossing: str = "last") -> list[str]:
     out = []
     for p in points:
         where = f"pair ({p.L_s}, {p.L_d})"
         if p.status == "multiple":
-            out.append(f"{where}: several crossings, N* taken as the last down-crossing")
+            out.append(f"{where}: several crossings, N* taken as the {crossing} down-crossing")
         if p.status in USABLE and not p.fitted and p.bootstrap_fraction is not None \
                 and p.bootstrap_fraction >= MIN_FRACTION and not p.sigma_ln_d_x:
             out.append(f"{where}: zero or undefined bootstrap error (one seed per cell?): add seeds or use "
@@ -203,17 +203,21 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
 
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
               bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
-              seed: int = FitOptions.seed, conventions: bool = True) -> dict[str, Any]:
+              seed: int = FitOptions.seed, conventions: bool = True, curve: str = "pchip",
+              crossing: str = "last") -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 points are fitted (a crossing in >= 95% of the
     bootstrap replicates, options.MIN_FRACTION, and a finite error); otherwise status
     "insufficient" and law null (no exception: a result, not bad input). With ``conventions``
     the law is refitted under every depth-assignment convention (``by_assign``: the same
-    replicates, only the depth given to each point changes). Raises UserError for bad options.
+    replicates, only the depth given to each point changes). ``curve``/``crossing``: how each
+    depth's means are joined and which down-crossing is N* (:func:`~depthwidth.fits.transitions.find_crossing`;
+    the defaults are the fit's; others are the robustness rows of :mod:`depthwidth.fits.estimators`).
+    Raises UserError for bad options.
     """
     points, boot = compute_transitions(table, pairs=pairs, assign=assign, bootstrap=bootstrap,
-                                       resample=resample, seed=seed)
+                                       resample=resample, seed=seed, curve=curve, crossing=crossing)
     cand = [p for p in points if p.fitted]
     zero = [p for p in cand if p.sigma_ln_d_x == 0]
     # A zero error cannot be weighted: with other points it is dropped; if every point has one
@@ -229,11 +233,11 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
         "points": [p.to_dict() for p in points if p.fitted],
         "not_fitted": [p.to_dict() for p in points if p.status in USABLE and not p.fitted],
         "no_crossing": [p.to_dict() for p in points if p.status not in USABLE],
-        "options": {"pairs": pairs, "assign": assign, "curve": "pchip-lnN", "bootstrap": bootstrap,
+        "options": {"pairs": pairs, "assign": assign, "curve": f"{curve}-lnN", "bootstrap": bootstrap,
                     "resample": resample, "seed": seed, "n_param": "kaplan 12*L*d^2",
-                    "min_fraction": MIN_FRACTION},
+                    "min_fraction": MIN_FRACTION, **({"crossing": crossing} if crossing != "last" else {})},
         "table": table.summary(),
-        "warnings": _warnings(points, table),
+        "warnings": _warnings(points, table, crossing),
         "depthwidth_version": __version__,
     }
     law = _law(points, boot)

@@ -121,7 +121,7 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
         })
     return {
         "format": PREDICTION_FORMAT, "version": PREDICTION_VERSION,
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git_rev": code_revision(),
         "fit": {"path": source, "sha256": hashlib.sha256(raw).hexdigest(),
                 "law": {"a": law.a, "b": law.b, "form": (fit.get("law") or {}).get("form", "ln(d_x) = a + b*L")},

@@ -106,6 +106,8 @@ from depthwidth.errors import UserError
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, PAIRS, RESAMPLE, FitOptions
 
 USABLE = ("crossing", "multiple")  # statuses with an N*
+CURVES = ("pchip", "linear")  # how a depth's mean losses are joined (find_crossing)
+CROSSINGS = ("last", "first")  # which down-crossing is N* when there are several
 
 
 def assigned_depth(L_s: float, L_d: float, assign: str = "geom") -> float:
@@ -157,14 +159,36 @@ def _sorted_curve(x, y) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def find_crossing(x_s, y_s, x_d, y_d) -> Crossing:
+def _difference(x_s, y_s, x_d, y_d, lo: float, hi: float, curve: str):
+    """Δ = f_deep − f_shallow on [lo, hi] as a piecewise polynomial on the union of knots, and
+    its values there: exact cubic Hermite pieces for "pchip", straight pieces for "linear"."""
+    from scipy.interpolate import CubicHermiteSpline, PchipInterpolator, PPoly
+
+    knots = np.unique(np.concatenate([[lo, hi], x_s[(x_s > lo) & (x_s < hi)], x_d[(x_d > lo) & (x_d < hi)]]))
+    if curve == "linear":
+        delta = np.interp(knots, x_d, y_d) - np.interp(knots, x_s, y_s)
+        slope = np.diff(delta) / np.diff(knots)
+        return PPoly(np.stack([slope, delta[:-1]]), knots, extrapolate=False), delta
+    f_s = PchipInterpolator(x_s, y_s, extrapolate=False)
+    f_d = PchipInterpolator(x_d, y_d, extrapolate=False)
+    delta = f_d(knots) - f_s(knots)
+    slope = f_d.derivative()(knots) - f_s.derivative()(knots)
+    return CubicHermiteSpline(knots, delta, slope, extrapolate=False), delta
+
+
+def find_crossing(x_s, y_s, x_d, y_d, curve: str = "pchip", which: str = "last") -> Crossing:
     """Crossing of the deeper curve (x_d, y_d) below the shallower (x_s, y_s).
 
     x: ln N, y: mean test loss (nats/token); each curve's points in any order (sorted by x
-    here). PCHIP curves, the exact cubic difference and its roots as described in the module
-    docstring. Raises UserError if a curve's x and y differ in length or repeat an x.
+    here). PCHIP curves (``curve="pchip"``, the default) or straight lines between the measured
+    points (``"linear"``, the robustness check of :mod:`depthwidth.fits.estimators`), the exact
+    difference and its roots as described in the module docstring. With several down-crossings
+    N* is the last (``which="last"``, the default) or the first (``"first"``). Raises UserError
+    if a curve's x and y differ in length or repeat an x, or for an unknown curve or which.
     """
-    from scipy.interpolate import CubicHermiteSpline, PchipInterpolator
+    if curve not in CURVES or which not in CROSSINGS:
+        raise UserError(f"curve must be one of {', '.join(CURVES)} and the crossing one of {', '.join(CROSSINGS)}, "
+                        f"got {curve!r}, {which!r}")
 
     x_s, y_s = _sorted_curve(x_s, y_s)
     x_d, y_d = _sorted_curve(x_d, y_d)
@@ -173,12 +197,7 @@ def find_crossing(x_s, y_s, x_d, y_d) -> Crossing:
     lo, hi = max(x_s[0], x_d[0]), min(x_s[-1], x_d[-1])
     if not hi > lo:
         return Crossing("no_overlap", None)
-    f_s = PchipInterpolator(x_s, y_s, extrapolate=False)
-    f_d = PchipInterpolator(x_d, y_d, extrapolate=False)
-    knots = np.unique(np.concatenate([[lo, hi], x_s[(x_s > lo) & (x_s < hi)], x_d[(x_d > lo) & (x_d < hi)]]))
-    delta = f_d(knots) - f_s(knots)
-    slope = f_d.derivative()(knots) - f_s.derivative()(knots)
-    diff = CubicHermiteSpline(knots, delta, slope, extrapolate=False)
+    diff, delta = _difference(x_s, y_s, x_d, y_d, lo, hi, curve)
     roots = np.sort(diff.roots(discontinuity=False, extrapolate=False))
     edges = np.concatenate([[lo], roots, [hi]])
     mids = 0.5 * (edges[:-1] + edges[1:])
@@ -202,7 +221,7 @@ def find_crossing(x_s, y_s, x_d, y_d) -> Crossing:
     if not down:
         return Crossing("reversed", None, down, up, overlap)
     status = "crossing" if len(down) == 1 and not up else "multiple"
-    return Crossing(status, down[-1], down, up, overlap)
+    return Crossing(status, down[-1] if which == "last" else down[0], down, up, overlap)
 
 
 @dataclass
@@ -410,15 +429,18 @@ def _summarise(tp: TransitionPoint, x: float | None, xb: np.ndarray, Ls: int, Ld
 
 def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
                         bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
-                        seed: int = FitOptions.seed) -> tuple[list[TransitionPoint], np.ndarray]:
+                        seed: int = FitOptions.seed, curve: str = "pchip",
+                        crossing: str = "last") -> tuple[list[TransitionPoint], np.ndarray]:
     """Transition points of ``table`` (a :class:`~depthwidth.fits.table.ResultsTable`) for the
     selected depth pairs, with bootstrap uncertainties.
 
     Returns (points, boot) where boot has shape (bootstrap, n_pairs): ln N* per replicate and
     pair (+inf / -inf when the replicate has N* above / below the measured range, NaN for any
     other outcome without a crossing), replicates shared across pairs. Raises UserError for unknown
-    options, bootstrap < 2, or when fewer than 2 depths / no pair is available.
+    options, bootstrap < 2, or when fewer than 2 depths / no pair is available. ``curve`` and
+    ``crossing``: :func:`find_crossing`'s ``curve`` and ``which``, for every replicate too.
     """
+    find_crossing([0, 1], [0, 1], [0, 1], [0, 1], curve, crossing)  # validates both before any work
     if resample not in RESAMPLE:
         raise UserError(f"--resample must be one of {', '.join(RESAMPLE)}, got {resample!r}")
     if bootstrap < 2:
@@ -442,7 +464,7 @@ def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = F
     boot = np.full((bootstrap, len(pair_list)), np.nan)
     for j, (Ls, Ld) in enumerate(pair_list):
         s, d = data[Ls], data[Ld]
-        c = find_crossing(s.x, s.y, d.x, d.y)
+        c = find_crossing(s.x, s.y, d.x, d.y, curve, crossing)
         Lp = assigned_depth(Ls, Ld, assign)
         tp = TransitionPoint(L_s=Ls, L_d=Ld, assign=assign, L=Lp, status=c.status, meaning=_MEANING[c.status],
                              N_range=[math.exp(c.overlap[0]), math.exp(c.overlap[1])] if c.overlap else None,
@@ -453,7 +475,7 @@ def compute_transitions(table, *, pairs: str = FitOptions.pairs, assign: str = F
                 ks, kd = slice(None), slice(None)
             else:
                 ks, kd = widths[Ls][r], widths[Ld][r]
-            cr = find_crossing(s.x[ks], means[Ls][r, ks], d.x[kd], means[Ld][r, kd])
+            cr = find_crossing(s.x[ks], means[Ls][r, ks], d.x[kd], means[Ld][r, kd], curve, crossing)
             boot[r, j] = cr.x_star if cr.x_star is not None else _SIDE.get(cr.status, np.nan)
         _summarise(tp, c.x_star, boot[:, j], Ls, Ld)
         points.append(tp)

@@ -8,14 +8,14 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.fits.options import FitOptions
-from depthwidth.paper_figs import figures
+from depthwidth.paper_figs import figures, pair_delta_fig
 from depthwidth.paper_figs.inputs import load_inputs
 from depthwidth.paper_figs.style import figure_style, save
 
 
 def render(results_dir: str | Path, fit_path: str | Path | None = None,
            out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> dict[str, Any]:
-    """Write the four figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
+    """Write the five figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
     ``fit_path`` the fit is computed in memory with ``options``.
 
     Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
@@ -31,7 +31,8 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
                 lambda: figures.loss_vs_params(inputs),
                 lambda: figures.width_vs_depth(inputs),
                 lambda: figures.optimal_depth(inputs),
-                lambda: figures.separation_rank())):
+                lambda: figures.separation_rank(),
+                lambda: pair_delta_fig.pair_delta(inputs, options))):
             fig, caption = draw()
             png, pdf = save(fig, out, name)
             drawn.append({"name": name, "png": str(png), "pdf": str(pdf), "caption": caption})

@@ -68,7 +68,7 @@ def test_json_with_fit_computed_in_memory(capsys, tmp_path, sweep):
     rep = json.loads(out)  # exactly one JSON object on stdout
     assert rep["fit_source"] == "computed in memory"
     assert [f["name"] for f in rep["figures"]] == ["fig1_loss_vs_params", "fig2_width_vs_depth",
-                                                   "fig3_optimal_depth", "fig4_separation_rank"]
+                                                   "fig3_optimal_depth", "fig4_separation_rank", "fig6_pair_delta"]
     for f in rep["figures"]:
         assert (tmp_path / f"{f['name']}.png").stat().st_size > 10_000
         assert (tmp_path / f"{f['name']}.pdf").stat().st_size > 10_000
@@ -88,7 +88,7 @@ def test_one_seed_sweep_still_gets_figures_and_says_why_no_law(capsys, tmp_path)
     rep = json.loads(out)
     assert rep["law"] is None
     assert any("bootstrap error" in n for n in rep["notes"])
-    assert len(list((tmp_path / "o").glob("*.png"))) == 4
+    assert len(list((tmp_path / "o").glob("*.png"))) == 5
     # The transition is still found and drawn, from the transitions alone.
     assert "L4→L8 N* =" in rep["figures"][0]["caption"]
     assert "L8→L16 N* =" in rep["figures"][0]["caption"]
