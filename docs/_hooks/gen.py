@@ -128,7 +128,7 @@ def cells(results: str) -> str:
     rows: list[dict[int, tuple]] = []
     lows: list[float] = []
     for r in c.itertuples():
-        if not rows or r.N > 1.1 * lows[-1] or int(r.n_layer) in rows[-1]:
+        if not rows or r.N > 1.25 * lows[-1] or int(r.n_layer) in rows[-1]:
             rows.append({})
             lows.append(r.N)
         rows[-1][int(r.n_layer)] = (r.mean, r.std, int(r.d_model), int(r.n_seeds))
@@ -160,7 +160,10 @@ def transitions(fit: str) -> str:
     for p in f["points"] + f.get("no_crossing", []):
         pair = f"({p['L_s']}, {p['L_d']})"
         if p.get("status") != "crossing":
-            out.append(f"| {pair} | no crossing: {p.get('meaning', p.get('status'))} | – | – | – |")
+            lo, hi = p["N_range"]
+            nl, dl = _levine_n(p["L"])
+            out.append(f"| {pair} | none in {fmt_count(lo)}–{fmt_count(hi)}: {p.get('meaning', p['status'])} | "
+                       f"{100 * p['bootstrap_fraction']:.1f} % | – | {fmt_count(nl)} (d_x {dl:.0f}) |")
             continue
         lo, hi = p["N_star_ci95"]
         nl, dl = _levine_n(p["L"])
