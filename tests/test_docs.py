@@ -209,6 +209,8 @@ def test_generated_tables_hold_the_stored_values():
     cpu = gen.transitions("results/cpu/fit.json")
     assert "| (2, 4) | none in 102K–406K:" in cpu and "| 0.0 % |" in cpu
     assert "holds no law" in gen.law("results/cpu/fit.json")
+    pred = gen.predictions("results/predictions/law-long.json")
+    assert "| (3, 6) | 4.24 | **118K** | [79.3K, 175K] | [76.9K, 180K] | 48.1 |" in pred
 
 
 def test_generated_layout_lists_every_module_and_the_reference_every_command():

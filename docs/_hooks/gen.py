@@ -9,6 +9,7 @@ A page asks for generated text with a marker on a line of its own::
     <!-- gen: cells RESULTS -->                 mean test loss ± seed std per cell (fits.table.load_table)
     <!-- gen: transitions FIT -->               the transition points of a fit.json
     <!-- gen: law FIT -->                       the fitted law of a fit.json under every depth convention
+    <!-- gen: predictions FILE -->              the pre-registered transitions of a prediction file
 
 Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
 to the site by :func:`on_files`), so a page links them as e.g.
@@ -195,7 +196,22 @@ def law(fit: str) -> str:
     return "\n".join(out)
 
 
+def predictions(path: str) -> str:
+    """The pre-registered transitions of a prediction file (``depthwidth predict``)."""
+    f = json.loads((REPO / path).read_text())
+    out = [f"From `{f['fit']['path']}` (sha256 `{f['fit']['sha256'][:12]}…`), written {f['created_at'][:10]} "
+           f"at revision `{f['git_rev'][:10]}`:", "",
+           "| pair | depth L | predicted N* | 95 % (fit covariance) | 95 % (bootstrap covariance) | d_x |",
+           "|---|---|---|---|---|---|"]
+    for p in f["predictions"]:
+        (lo, hi), (blo, bhi) = p["ci95"], p["ci95_bootstrap"]
+        out.append(f"| ({p['pair'][0]}, {p['pair'][1]}) | {p['L']:.2f} | **{fmt_count(p['n_star'])}** | "
+                   f"[{fmt_count(lo)}, {fmt_count(hi)}] | [{fmt_count(blo)}, {fmt_count(bhi)}] | {p['d_x']:.1f} |")
+    return "\n".join(out)
+
+
 GENERATORS = {
+    "predictions": predictions,
     "cli": lambda arg: cli_reference(),
     "layout": lambda arg: layout(),
     "include": include,
