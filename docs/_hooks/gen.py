@@ -64,7 +64,7 @@ def cli_reference() -> str:
     from depthwidth.cli import build_parser
 
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = "88"
     try:
         out = ["Generated at build time from `depthwidth.cli.build_parser()` (the parser the CLI runs): "
                "every command's `--help`, so this page cannot drift from the code.\n"]
