@@ -1,4 +1,4 @@
-"""Run configuration: frozen, typed dataclasses validated at construction (DESIGN §2).
+"""Run configuration: frozen, typed dataclasses validated at construction (docs/architecture.md).
 
 A run is fully described by a :class:`RunConfig` = model + data + train + mesh. Presets are
 TOML files (``experiments/presets``); the CLI overrides fields by dotted name

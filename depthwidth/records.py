@@ -1,4 +1,4 @@
-"""The result record: one immutable JSON file per run, of any kind of experiment (DESIGN §2).
+"""The result record: one immutable JSON file per run, of any kind of experiment (docs/architecture.md).
 
 The bottom layer beside :mod:`depthwidth.config`: whatever writes results (the training engine,
 the synthetic sweeps, every other experiment kind) builds a :class:`Record`, and whatever reads

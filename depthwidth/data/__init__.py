@@ -1,4 +1,4 @@
-"""Data: corpora -> text splits -> tokenizers -> uint16 token files -> batches (DESIGN §2, Data).
+"""Data: corpora -> text splits -> tokenizers -> uint16 token files -> batches (docs/architecture.md).
 
 numpy and tokenizers only, no jax; importing this package loads nothing.
 

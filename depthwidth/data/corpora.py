@@ -1,6 +1,6 @@
 """The known corpora: name, file, size, sha256, licence and where each comes from.
 
-Source of every field: ``shared/corpora/SOURCES.md`` (DESIGN §3). Corpora live outside the
+Source of every field: ``SOURCES.md`` beside the corpora (outside this repository; each entry's URL and licence are below). Corpora live outside the
 repository, in ``--data-dir`` or ``$DEPTHWIDTH_DATA``; every file is checked against its sha256
 before use. Only tiny shakespeare has a downloadable canonical URL; the other four are produced
 by a command from a Debian/R/NLTK package, which the error messages quote.

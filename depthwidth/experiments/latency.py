@@ -1,6 +1,6 @@
 """Forward-pass latency of equal-weight shapes: the stack alone (or the whole LM), timed.
 
-Issue 11, item 1 ("depth is serial, width is parallel", DESIGN §1.1): at a fixed number of
+Issue 11, item 1 ("depth is serial, width is parallel"; docs/concepts.md): at a fixed number of
 weights N = 12·L·d², a deeper, narrower stack does the same matmul arithmetic in more, smaller,
 sequential steps, so the prediction is a monotone slowdown with depth.
 

@@ -1,6 +1,6 @@
 """Sweep presets: a depth × width × seed (× corpus) grid over one base RunConfig, as a TOML file.
 
-A preset is data, not code (DESIGN §2, Config). ``experiments/presets/<name>.toml``::
+A preset is data, not code (docs/architecture.md). ``experiments/presets/<name>.toml``::
 
     name = "cpu"                       # must equal the file stem for a built-in preset
     description = "one paragraph: what it reproduces, at what cost, and why these choices"

@@ -1,7 +1,7 @@
 """The sweep runner: train every run of a preset once, across restarts and several workers.
 
 ``depthwidth sweep --preset P --results DIR [--worker I --num-workers N]`` calls
-:func:`run_sweep`. For each run of the preset (DESIGN §2, Results store):
+:func:`run_sweep`. For each run of the preset (docs/architecture.md):
 
 * a run whose ``record.json`` exists is skipped without loading anything;
 * otherwise the worker claims it (:mod:`depthwidth.experiments.claims`: one claim file per run,
@@ -106,7 +106,7 @@ def _flops_per_token(cfg: RunConfig, vocab_size: int) -> float:
 
 def run_cost(cfg: RunConfig, vocab_size: int = 0) -> float:
     """Training FLOPs of a run: steps · B · T · train_flops_per_token (theory.compute, causal
-    convention: 6N + 6Vd + 6LTd per token; DESIGN §1.1)."""
+    convention: 6N + 6Vd + 6LTd per token; docs/concepts.md)."""
     t = cfg.train
     return t.steps * t.batch_size * cfg.model.seq_len * _flops_per_token(cfg, vocab_size or cfg.model.vocab_size)
 

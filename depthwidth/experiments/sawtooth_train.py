@@ -1,7 +1,7 @@
 """The trained sawtooth: does gradient descent find the deep ReLU net that the theory says exists?
 
 Target: g^k on [0, 1], the k-fold hat map (g(x) = 2x on [0, 1/2], 2 − 2x above; 2^k linear
-pieces, amplitude 1; DESIGN §1.2, Telgarsky 2016 §3). Architectures (scalar in, scalar out,
+pieces, amplitude 1; Telgarsky 2016 §3). Architectures (scalar in, scalar out,
 ReLU after every hidden layer), ``arch``:
 
 * ``deep``: k hidden layers of width 2, the shape of the exact construction

@@ -4,7 +4,7 @@ Issue 12's second half: does a short training run use the capacity the bound all
 the grid-tensor rank of a trained network (:mod:`depthwidth.theory.seprank`) as high as the
 generic (random-weight) rank at the same shape, or below it?
 
-The network trained is exactly the analysed one of DESIGN §1.3 (Levine et al. 2020, arXiv
+The network trained is exactly the analysed one (Levine et al. 2020, arXiv
 2006.12467, §3 and App. B): L layers of H-head self-attention with softmax, LayerNorm and
 feed-forward removed, ``y_i = [x_i +] Σ_h W_O Σ_j <W_Q x_i, W_K x_j> W_V x_j`` (the function
 :func:`depthwidth.theory.seprank.evaluate` computes; :func:`forward` is the same in jax). Around

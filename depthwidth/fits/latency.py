@@ -9,7 +9,7 @@ the dtype and whether the head was timed. Within a group the model is
 with F the forward FLOPs as the records store them (2·12·L·d²·B·T matmuls, 4·L·T²·d·B attention
 over the full T×T matrix, + 2·V·d·B·T with a head; Kaplan et al. 2020 Table 1): one sustained
 rate R (FLOP/s) for the arithmetic, and a serial cost c (seconds per layer) that no amount of
-parallel hardware removes -- the "depth is serial" term of DESIGN §1.1. Two coefficients fitted
+parallel hardware removes -- the "depth is serial" term (docs/concepts.md, two knobs). Two coefficients fitted
 by non-negative least squares (``scipy.optimize.nnls``) on relative errors (each row divided by
 its measured time, so a 3 s shape does not drown a 0.3 s one). With n shapes the fit has n − 2
 degrees of freedom; with 2 it interpolates and its residuals say nothing. Its residuals (and the

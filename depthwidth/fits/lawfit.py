@@ -134,7 +134,7 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
             "ci95": {"a": np.quantile(a, [0.025, 0.975]).tolist(), "b": np.quantile(b, [0.025, 0.975]).tolist()}}
 
 
-THEORY_SLOPE = math.log(3.0)  # ln d_x = ln 3 · L at the threshold L = log_3 d_x (DESIGN §1.3)
+THEORY_SLOPE = math.log(3.0)  # ln d_x = ln 3 · L at the threshold L = log_3 d_x (Levine et al. 2020)
 PAPER_SLOPE = levine2020().b  # Levine et al. 2020 v3, the fitted b (0.0555)
 ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (curve_fit absolute_sigma=True); "
                     "cov_scaled: cov * max(1, chi2_red) (Birge ratio); bootstrap.cov: the line refitted on "

@@ -4,14 +4,14 @@ Reads kind "train" records through :func:`depthwidth.fits.table.load_table` and 
 *shapes* (n_layer L, d_model d) that hold the same Kaplan N = 12·L·d² (Kaplan et al. 2020,
 eq. 2.1's non-embedding count), plus a *half-budget control*: the middle depth at about N/2.
 
-The claim tested (DESIGN §1.4, issue 11 item 2; the texts the project grew from, on 2×768²,
+The claim tested (issue 11 item 2, docs/concepts.md; the texts the project grew from, on 2×768²,
 8×384², 32×192² trained on char-level Shakespeare): the middle shape wins, both ends (aspect
 ratio d/L = 384 and 6) trail it, and the spread of the triple is small next to halving the
 budget. Kaplan et al. 2020 §3.1 (Fig. 5) is the published form: at fixed N the loss changes by
 a few percent across d/L ≈ 10–1000, parameter count first-order, shape second-order.
 
 Pairing: a seed fixes the initialisation *and* the batch order of every shape (the batch at
-step k is a pure function of (seed, k), DESIGN §2), so shapes are compared seed by seed:
+step k is a pure function of (seed, k), docs/guide/data.md), so shapes are compared seed by seed:
 the paired difference of shapes A and B is Δ_s = loss_A,s − loss_B,s, averaged over the seeds
 both have (each pair on its own common seeds, so a shape missing a seed costs only its pairs); its standard error is std(Δ, ddof=1)/√n and its 95% interval the Student-t one,
 mean ± t_{0.975, n−1}·sem (scipy.stats.t). Statistics that combine all shapes (the spread

@@ -1,6 +1,6 @@
 """GPT-2 compatibility: Hugging Face ``GPT2LMHeadModel`` state dicts <-> our stacked :class:`LM`.
 
-Our LM is GPT-2's arrangement (Radford et al. 2019; DESIGN §1.1), so the mapping is one-to-one
+Our LM is GPT-2's arrangement (Radford et al. 2019), so the mapping is one-to-one
 except for layout: HF keeps one module per block (``transformer.h.{i}.*``) while we keep each
 parameter once, stacked on a leading ``layers`` axis of length L (run with ``nnx.scan``).
 HF's ``Conv1D`` stores its weight as (in, out), which is already our ``nnx.Linear`` kernel

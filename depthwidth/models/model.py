@@ -6,7 +6,7 @@ is added in lines, not layers: every parameter names its *logical* axes (``embed
 shards it, and the L blocks are stacked along a leading ``layers`` axis and run with
 ``nnx.scan``, so compile time stays nearly flat in depth.
 
-Arrangement (Radford et al. 2019, GPT-2; DESIGN §1.1): learned token and position embeddings,
+Arrangement (Radford et al. 2019, GPT-2): learned token and position embeddings,
 L blocks of [LN -> causal multi-head attention (fused QKV d->3d with bias, output proj d->d with
 bias)] + [LN -> MLP d->d_ff->d with biases, tanh-GELU], a final LN, and a head tied to the token
 embedding (or untied, no bias). n_head is independent of width (Levine et al. use H = 2).

@@ -1,4 +1,4 @@
-"""Training of one run: config -> result record (DESIGN §2), and back: a kept run -> its model.
+"""Training of one run: config -> result record (docs/architecture.md), and back: a kept run -> its model.
 
 :func:`train_run` is a short list of named steps:
 

@@ -1,4 +1,4 @@
-"""Paper figures from stored results only (DESIGN §2: records → table → fit → figures).
+"""Paper figures from stored results only (docs/architecture.md: records → table → fit → figures).
 
 ``make_all(results_dir, fit_path=None, out_dir=None) -> list[Path]`` writes PNG and PDF of each
 figure; see :mod:`depthwidth.paper_figs.make`. Importing this package loads nothing heavy

@@ -141,7 +141,7 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     - the published law of Levine et al. 2020, ln d_x = 5.039 + 0.0555·L (solid over its
       trained depths 6–48);
     - the theoretical threshold L = log₃ d_x, i.e. ln d_x = L·ln 3 (Levine et al. 2020;
-      DESIGN §1.3): above it a network is depth-efficient.
+      Levine et al. 2020): above it a network is depth-efficient.
 
     The axes span depth 0–50 (all published depths) and the widths of the points and both laws,
     so the theory line, 20 times steeper than the published one, leaves the top of the plot:
@@ -406,7 +406,7 @@ THEORY_HEADS = 2
 
 
 def separation_rank(widths=THEORY_WIDTHS, depths=THEORY_DEPTHS, n_head: int = THEORY_HEADS) -> tuple[Any, str]:
-    """log₃ of separation-rank bounds vs depth for several widths (Levine et al. 2020; DESIGN §1.3),
+    """log₃ of separation-rank bounds vs depth for several widths (Levine et al. 2020, Theorems 1 and 2),
     all numbers from :mod:`depthwidth.theory.separation`, at whole depths:
 
     left: the counting bound log₃ C(3^L + d_x, d_x) with its two asymptotic branches

@@ -1,6 +1,6 @@
 """What the figures are drawn from: the results table and a fit, both read from storage.
 
-Figures never train anything (DESIGN §2: config → run → record → table → fit → figures). The
+Figures never train anything (docs/architecture.md: config → run → record → table → fit → figures). The
 table comes from ``RESULTS/runs/*/record.json`` via :func:`depthwidth.fits.table.load_table`;
 the fit is either a fit JSON file written by ``depthwidth fit`` (format in
 :mod:`depthwidth.fits.law`) or, when none is given, computed in memory from the same table by

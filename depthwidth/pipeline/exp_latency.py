@@ -21,7 +21,7 @@ HELP = "forward latency of equal-weight shapes: depth is serial, width is parall
 DESCRIPTION = (
     "Time the forward pass of the transformer stack alone (L blocks + final LN; no embedding, no head) "
     "for shapes of equal weight 12·L·d² (default 3x1536, 12x768, 27x512: 84,934,656 each), B=1, T=1024, "
-    "median of --repeats calls after compile and --warmup. Prediction (DESIGN §1.1; issue 11): at equal "
+    "median of --repeats calls after compile and --warmup. Prediction (issue 11; docs/concepts.md): at equal "
     "matmul arithmetic the time grows monotonically with depth, because depth is serial work and larger "
     "matmuls run nearer the machine's peak; the attention FLOPs grow as L·d (4,608 / 9,216 / 13,824). "
     "Reports seconds, achieved FLOP/s, the attention share and the slowdown against the shallowest shape, "

@@ -19,7 +19,7 @@ from depthwidth.errors import UserError
 KIND = "sawtooth"
 HELP = "train deep vs shallow ReLU nets on the k-fold hat map and count their linear pieces exactly"
 DESCRIPTION = (
-    "Representation vs trainability (Telgarsky 2016 §3; DESIGN §1.2). A depth-k ReLU net of width 2 "
+    "Representation vs trainability (Telgarsky 2016 §3). A depth-k ReLU net of width 2 "
     "(6k+1 parameters) computes the k-fold hat map g^k (2^k pieces) exactly; one hidden layer needs "
     ">= 2^k - 1 units, and with the same 6k+1 parameters (2k units) has at most 2k+1 pieces, so its sup "
     "error is >= 1/2. This trains both (and a one-layer net of 2^k units) with Adam on a dense grid and "

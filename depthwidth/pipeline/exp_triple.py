@@ -24,7 +24,7 @@ DESCRIPTION = (
     "Train the preset's equal-weight triple and its half-budget control (default preset 'triple': "
     "2x96, 8x48, 32x24 with N = 12*L*d^2 = 221,184 each, and 8x34 at 0.502x; 'triple-full' is the "
     "14.2M-weight accelerator version 2x768, 8x384, 32x192), then compare the shapes seed by seed. "
-    "Prediction (DESIGN 1.4; Kaplan et al. 2020 sec. 3.1): the middle shape wins, both ends trail it, "
+    "Prediction (Kaplan et al. 2020 sec. 3.1; docs/concepts.md): the middle shape wins, both ends trail it, "
     "and the spread of the three is small next to halving the budget. Finished runs are skipped.")
 ANALYSIS_FILE = "triple.json"
 

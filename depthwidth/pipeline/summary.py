@@ -5,7 +5,7 @@ Per corpus (:func:`corpus_summary`):
 * the fitted a, b with their standard errors and 95% intervals, next to the published
   a = 5.039, b = 0.0555 (Levine et al. 2020, arXiv 2006.12467 v3); the paper gives no errors,
   so the distance is counted in *our* standard errors: z = (b − b_paper)/σ_b; and the theory's
-  threshold slope ln 3 = 1.0986 (L_th = log₃ d_x, i.e. ln d_x = L·ln 3; DESIGN §1.3);
+  threshold slope ln 3 = 1.0986 (L_th = log₃ d_x, i.e. ln d_x = L·ln 3; Levine et al. 2020);
 * each depth pair: crossed (N* with its 95% bootstrap interval, the width d_x at the pair's
   assigned depth) or not, and on which side the transition must lie (its fit status); and the
   size at which the published law puts that pair's transition, N_paper = 12·L·exp(2a + 2b·L)

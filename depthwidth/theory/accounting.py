@@ -1,6 +1,6 @@
 """Exact parameter accounting for the GPT-2 block arrangement, and equal-budget shape families.
 
-The block (DESIGN §1.1; Radford et al. 2019, the GPT-2 code; HF ``GPT2Block``) is pre-LN:
+The block (Radford et al. 2019, the GPT-2 code; HF ``GPT2Block``) is pre-LN:
 ``x + attn(ln_1(x))`` then ``x + mlp(ln_2(x))`` with
 
 =================  ===========================  =====================
@@ -60,7 +60,7 @@ def kaplan_n(n_layer, d_model, d_ff=None):
 
 def stack_n(n_layer, d_model, d_ff=None):
     """The exact count of L GPT-2 blocks plus the final LayerNorm: L·(4d² + 2·d·d_ff + d_ff + 9d)
-    + 2d, which is L·(12d² + 13d) + 2d at d_ff = 4d (module table; DESIGN §1.1).
+    + 2d, which is L·(12d² + 13d) + 2d at d_ff = 4d (module table; docs/concepts.md).
 
     The formula alone, for ints (exact), reals and arrays alike; no validation (``stack_params``).
     """
@@ -101,7 +101,7 @@ def block_breakdown(d_model, d_ff=None) -> dict:
 def block_params(d_model, d_ff=None):
     """Parameters of one GPT-2 block: 4d² + 2·d·d_ff + d_ff + 9d (= 12d² + 13d at d_ff = 4d).
 
-    Source: DESIGN §1.1 (GPT-2 arrangement). Broadcasts over arrays. Raises UserError on bad sizes.
+    Source: Radford et al. 2019 (GPT-2 arrangement). Broadcasts over arrays. Raises UserError on bad sizes.
     """
     return sum(block_breakdown(d_model, d_ff).values())
 
@@ -110,7 +110,7 @@ def stack_params(n_layer, d_model, d_ff=None):
     """Exact non-embedding parameters: L blocks plus the final LayerNorm, L·(12d²+13d) + 2d.
 
     This is HF ``GPT2LMHeadModel`` without ``transformer.wte``/``transformer.wpe`` (and without an
-    untied ``lm_head``). Source: DESIGN §1.1. Broadcasts over arrays. Raises UserError on bad sizes.
+    untied ``lm_head``). Source: Radford et al. 2019 (GPT-2, untied head as in HF). Broadcasts over arrays. Raises UserError on bad sizes.
     """
     L = positive_int(n_layer, "n_layer")
     d = positive_int(d_model, "d_model")
@@ -159,7 +159,7 @@ def param_counts(
     Raises:
         UserError: zero/negative/fractional sizes, or ``n_head`` not dividing ``d_model``.
 
-    Source: DESIGN §1.1; Kaplan et al. 2020 §2.1. GPT-2 small (12, 768, 12, V=50257, T=1024,
+    Source: Kaplan et al. 2020 §2.1. GPT-2 small (12, 768, 12, V=50257, T=1024,
     tied) gives 124,439,808 in total.
     """
     import numpy as np
@@ -215,7 +215,7 @@ def width_for_budget(budget, n_layer, count: str = "kaplan"):
     Raises:
         UserError: non-positive budget or depth, or an unknown ``count``.
 
-    Source: inverse of Kaplan et al. 2020 eq. (2.1) / DESIGN §1.1.
+    Source: inverse of Kaplan et al. 2020 eq. (2.1).
     """
     import numpy as np
 
@@ -262,7 +262,7 @@ def shape_family(
     Raises:
         UserError: non-positive budget, depth or multiple; unknown count.
 
-    Source: DESIGN §1.1 (12×768², 3×1536² and 27×512² share one budget).
+    Source: docs/concepts.md, two knobs (12×768², 3×1536² and 27×512² share one budget).
     """
     N = positive_real(budget, "budget")
     m = positive_int(multiple_of, "multiple_of")

@@ -1,6 +1,6 @@
 """FLOPs per token (two named attention conventions), activation memory, matmul arithmetic intensity.
 
-FLOPs (DESIGN §1.1): a multiply-add is 2 FLOPs, so a token's forward pass through the weight
+FLOPs (Kaplan et al. 2020 §2.1, Table 1; docs/concepts.md): a multiply-add is 2 FLOPs, so a token's forward pass through the weight
 matrices costs 2·N with N = 12·L·d² (Kaplan et al. 2020, Table 1); the backward pass costs twice
 the forward, so training is 3× forward = 6·N. Attention scores and the weighted sum over values
 (QKᵀ and A·V) add, per layer and token, 2·T·d multiply-adds each over the full T×T score matrix:
@@ -72,7 +72,7 @@ def forward_flops_per_token(
     Raises:
         UserError: bad sizes or unknown convention.
 
-    Source: Kaplan et al. 2020 Table 1; DESIGN §1.1.
+    Source: Kaplan et al. 2020 Table 1.
     """
     conv = _convention(convention)
     L = positive_int(n_layer, "n_layer")
@@ -98,7 +98,7 @@ def train_flops_per_token(
     With the defaults this is the project's MFU numerator: 6·N + 6·V·d + 6·L·T·d ("causal",
     MaxText); ``convention="full"`` gives nanoGPT's 6·N + 6·V·d + 12·L·T·d. Arguments, returns
     and errors as in :func:`forward_flops_per_token`. Source: Kaplan et al. 2020 §2.1 (C ≈ 6N per
-    token) and Table 1; DESIGN §1.1.
+    token) and Table 1.
     """
     return 3 * forward_flops_per_token(n_layer, d_model, seq_len, vocab_size, convention, include_head, d_ff)
 
@@ -175,7 +175,7 @@ def block_arithmetic_intensity(d_model, batch_tokens, d_ff=None, bytes_per_value
         (name → the same three numbers).
 
     Raises:
-        UserError: bad sizes. Source: Williams et al. 2009 (roofline); DESIGN §1.1.
+        UserError: bad sizes. Source: Williams et al. 2009 (roofline).
     """
     d = positive_int(d_model, "d_model")
     B = positive_int(batch_tokens, "batch_tokens")

@@ -1,4 +1,4 @@
-"""Parameter arithmetic for fully connected ReLU networks (DESIGN §1.2, last point).
+"""Parameter arithmetic for fully connected ReLU networks (docs/concepts.md, depth separation).
 
 A dense layer a→b costs a·b + b parameters (weights plus bias). A network with one hidden layer
 of m units between d_in inputs and d_out outputs costs m·(d_in + d_out + 1) + d_out: every

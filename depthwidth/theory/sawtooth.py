@@ -5,7 +5,7 @@ units. Composing it k times gives a sawtooth with 2^k linear pieces, computed by
 network with two units per layer, 6k + 1 parameters. A network with one hidden layer of m units
 is affine between its m breakpoints, so it has at most m + 1 pieces and needs m >= 2^k − 1 units
 to produce 2^k (Telgarsky 2016, "Benefits of depth in neural networks", Lemma 2.1 and §3;
-DESIGN §1.2). The bound is not quite reached: the one-layer network of
+Telgarsky 2016 §3). The bound is not quite reached: the one-layer network of
 :func:`shallow_sawtooth_layers` needs 2^k units for the exact sawtooth, because every slope
 change is ±2^(k+1) while the first slope is 2^k, so one unit must act linearly on [0, 1].
 
@@ -154,7 +154,7 @@ def evaluate(layers: Sequence, x) -> Fraction:
 def hat(x) -> Fraction:
     """The hat map g(x) = 2x for x <= 1/2, 2 − 2x above, as an exact Fraction; UserError on a non-number.
 
-    Source: DESIGN §1.2; Telgarsky 2016, §3.
+    Source: Telgarsky 2016, §3.
     """
     x = _frac(x, "x")
     return 2 * x if x <= Fraction(1, 2) else 2 - 2 * x
@@ -166,7 +166,7 @@ def sawtooth_layers(depth: int) -> list[tuple[list[list[Fraction]], list[Fractio
     Layer 1 is x → (relu(x), relu(x − 1/2)); each further hidden layer applies
     y = 2·h₁ − 4·h₂ (= g of the previous value) and feeds (relu(y), relu(y − 1/2)); the output is
     2·h₁ − 4·h₂. Widths 1 → 2 → … → 2 → 1 with k hidden layers: 4 + 6(k − 1) + 3 = 6k + 1
-    parameters. Raises UserError if depth < 1. Source: Telgarsky 2016 §3; DESIGN §1.2.
+    parameters. Raises UserError if depth < 1. Source: Telgarsky 2016 §3.
     """
     k = positive_int(depth, "depth")
     half = Fraction(1, 2)
@@ -231,7 +231,7 @@ def sawtooth_summary(depth: int, count: bool | None = None) -> dict:
 def sawtooth(x, depth: int) -> Fraction:
     """g^k(x), the k-fold hat map (:func:`hat` applied ``depth`` times), exactly; UserError on bad input.
 
-    Source: DESIGN §1.2; Telgarsky 2016, §3.
+    Source: Telgarsky 2016, §3.
     """
     k = positive_int(depth, "depth")
     y = _frac(x, "x")

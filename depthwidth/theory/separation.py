@@ -1,7 +1,7 @@
 """The depth-efficiency threshold of self-attention and its separation-rank bounds, numerically.
 
 Levine et al. 2020 ("The Depth-to-Width Interplay in Self-Attention", arXiv 2006.12467) bound
-the separation rank of an L-layer, width-d_x, H-head self-attention network (DESIGN §1.3):
+the separation rank of an L-layer, width-d_x, H-head self-attention network (Levine et al. 2020; docs/concepts.md):
 
 - threshold L_th = log₃ d_x; a shape is *depth-efficient* when L <= L_th (3^L <= d_x, checked
   in exact integers) and *depth-inefficient* above;
@@ -72,7 +72,7 @@ def threshold_depth(d_model) -> float:
     Raises:
         UserError: d_model not a whole number >= 1.
 
-    Source: Levine et al. 2020 (arXiv 2006.12467), the depth threshold; DESIGN §1.3.
+    Source: Levine et al. 2020 (arXiv 2006.12467), the depth threshold.
     """
     d = _width(d_model)
     k = _exact_log(d)
@@ -82,7 +82,7 @@ def threshold_depth(d_model) -> float:
 def width_at_threshold(n_layer) -> int:
     """The inverse of the threshold: the width d_x = 3^L at which depth L sits exactly on it.
 
-    Raises UserError unless 1 <= n_layer <= MAX_DEPTH. Source: DESIGN §1.3.
+    Raises UserError unless 1 <= n_layer <= MAX_DEPTH. Source: Levine et al. 2020 (docs/concepts.md).
     """
     return BASE ** _depth(n_layer)
 
@@ -98,7 +98,7 @@ def classify(n_layer, d_model) -> dict:
     Raises:
         UserError: sizes not whole numbers >= 1 or depth above MAX_DEPTH.
 
-    Source: Levine et al. 2020; DESIGN §1.3. The comparison is exact (integers).
+    Source: Levine et al. 2020 (arXiv 2006.12467), the depth threshold. The comparison is exact (integers).
     """
     L, d = _depth(n_layer), _width(d_model)
     lth = threshold_depth(d)
@@ -144,7 +144,7 @@ def monomial_count(n_layer, d_model) -> int:
         UserError: bad sizes, or a result of more than 100,000 decimal digits (use
         :func:`log_monomial_count`).
 
-    Source: DESIGN §1.3 (our derivation of the paper's counting argument).
+    Source: our derivation of the paper's counting argument (docs/concepts.md, separation rank).
     """
     L, d = _depth(n_layer), _width(d_model)
     digits = float(ln_comb(BASE**L, d) / mpmath.log(10))
@@ -164,7 +164,7 @@ def count_branches(n_layer, d_model) -> dict:
 
     ``shallow`` = 3^L·log₃ d_x (valid while 3^L << d_x) and ``deep`` = L·d_x (valid while
     3^L >> d_x); the count follows the smaller one, and they are equal at L = log₃ d_x.
-    Raises UserError on bad sizes. Source: DESIGN §1.3.
+    Raises UserError on bad sizes. Source: Levine et al. 2020 (docs/concepts.md).
     """
     L, d = _depth(n_layer), _width(d_model)
     return {"shallow": float(mpmath.mpf(BASE) ** L * mpmath.log(d) / _LN_BASE), "deep": float(L * d)}
@@ -214,7 +214,7 @@ def bounds(n_layer, d_model, n_head) -> dict:
       a_L = 2 − log₃ 2 − L;
     - L > log₃ d_x: c·(d_x − H)·(L − log₃(d_x − H)) <= log₃ sep <= c'·d_x·(L + 2·log₃(d_x + H)).
 
-    *Reconstructed:* the functional forms follow DESIGN §1.3; every constant is read from
+    *Reconstructed:* the functional forms follow the paper's Theorems 1 and 2 (docs/concepts.md); every constant is read from
     :data:`depthwidth.theory.constants.CONSTANTS` and may differ from the paper's Theorems 1
     and 2 (the proportionality constants c, c' are not known and set to 1).
 
@@ -229,7 +229,7 @@ def bounds(n_layer, d_model, n_head) -> dict:
     Raises:
         UserError: bad sizes, H not dividing d_x, or d_x <= H.
 
-    Source: Levine et al. 2020, arXiv 2006.12467, Theorems 1 and 2 (forms as in DESIGN §1.3).
+    Source: Levine et al. 2020, arXiv 2006.12467, Theorems 1 and 2 (forms as in docs/concepts.md).
     """
     L, d, H = _shape_with_heads(n_layer, d_model, n_head)
     regime = EFFICIENT if BASE**L <= d else INEFFICIENT
@@ -297,7 +297,7 @@ def equivalent_width(n_layer, d_model, n_layer_other, method: str = "count", n_h
     Raises:
         UserError: bad sizes or method.
 
-    Source: DESIGN §1.3; Levine et al. 2020 (double-exponential depth efficiency below L_th).
+    Source: Levine et al. 2020, Theorem 1 (double-exponential depth efficiency below L_th).
     """
     if method not in METHODS:
         raise UserError(f"method must be one of {', '.join(METHODS)}, got {method!r}")

@@ -1,6 +1,6 @@
 """Measured separation rank: the grid-tensor rank of tiny self-attention networks, exactly.
 
-The *analysed network* of Levine et al. 2020 (arXiv 2006.12467, §3 and App. B; DESIGN §1.3) is
+The *analysed network* of Levine et al. 2020 (arXiv 2006.12467, §3 and App. B; docs/concepts.md) is
 a stack of L multi-head self-attention layers with the softmax, LayerNorm and feed-forward
 activations removed. Layer l maps the positions' vectors x_1..x_N (width d_x) to
 

@@ -4,7 +4,7 @@ Everything numeric in :mod:`depthwidth.theory.separation` has its expression her
 
 - ``threshold``: L_th = log₃ d_x, and its inverse d_x = 3^L;
 - ``monomial_count`` C(3^L + d_x, d_x) and its log; ``branch_shallow`` 3^L·log d_x (3^L << d_x)
-  and ``branch_deep`` L·d_x·log 3 (3^L >> d_x), natural logs as in DESIGN §1.3;
+  and ``branch_deep`` L·d_x·log 3 (3^L >> d_x), natural logs as in docs/concepts.md;
 - ``crossing``: the two branches solved for L with :func:`sympy.solve`; sympy answers with the
   Lambert W function, L = −W(−ln d_x / d_x)/ln 3. The real equation has two roots, one per real
   branch of W. On the branch W₋₁ (values <= −1) the identity W₋₁(w·e^w) = w with w = −ln d_x
@@ -43,7 +43,7 @@ def _log3(x):
 
 
 def threshold_expr():
-    """L_th = log₃ d_x (sympy writes it log(d_x)/log(3)). Source: Levine et al. 2020; DESIGN §1.3."""
+    """L_th = log₃ d_x (sympy writes it log(d_x)/log(3)). Source: Levine et al. 2020 (arXiv 2006.12467), the depth threshold."""
     return _log3(d_x)
 
 

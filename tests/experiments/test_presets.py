@@ -52,7 +52,7 @@ def test_cpu_widths_follow_their_param_targets():
 def test_levine2020_matches_the_paper_and_the_law():
     p = load_preset("levine2020")
     b = p.base
-    # DESIGN §1.3: depths 6..48, H=2, V=2000 BPE, T=128, B=512, 1M steps, 12K warm-up, 3 seeds, 3 corpora.
+    # The paper's experiments (v3): depths 6..48, H=2, V=2000 BPE, T=128, B=512, 1M steps, 12K warm-up, 3 seeds, 3 corpora.
     assert p.depths == (6, 12, 18, 24, 30, 36, 48)
     assert b.model.n_head == 2 and b.model.seq_len == 128
     assert b.data.tokenizer == "bpe" and b.data.bpe_vocab_size == 2000

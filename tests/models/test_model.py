@@ -16,7 +16,7 @@ from depthwidth.theory.accounting import param_counts
 def test_param_count_matches_theory(L, d, H, V, T, tied):
     cfg = ModelConfig(n_layer=L, d_model=d, n_head=H, vocab_size=V, seq_len=T, tied_head=tied)
     model = LM(cfg, rngs=nnx.Rngs(0))
-    # Hand formula (DESIGN §1.1): L(12d^2+13d) + 2d + V d + T d (+ V d untied head).
+    # Hand formula (GPT-2 arrangement, docs/concepts.md): L(12d^2+13d) + 2d + V d + T d (+ V d untied head).
     expected = L * (12 * d * d + 13 * d) + 2 * d + V * d + T * d + (0 if tied else V * d)
     assert count_params(model) == expected
     assert count_params(model) == param_counts(L, d, n_head=H, vocab_size=V, seq_len=T, tied_head=tied)["total_params"]

@@ -1,4 +1,4 @@
-"""Parameter accounting (DESIGN §1.1): every expected value is derived by hand in the test."""
+"""Parameter accounting (GPT-2 arrangement, docs/concepts.md): every expected value is derived by hand in the test."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""MLP parameter arithmetic (DESIGN §1.2): a dense a→b layer costs a·b + b."""
+"""MLP parameter arithmetic (docs/concepts.md, depth separation): a dense a→b layer costs a·b + b."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The depth-k sawtooth and the exact linear-piece counter (DESIGN §1.2; Telgarsky 2016)."""
+"""The depth-k sawtooth and the exact linear-piece counter (Telgarsky 2016)."""
 
 from fractions import Fraction
 

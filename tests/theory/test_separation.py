@@ -1,4 +1,4 @@
-"""Depth threshold, counting form and published-form bounds (DESIGN §1.3), numerically."""
+"""Depth threshold, counting form and published-form bounds (Levine et al. 2020, Theorems 1 and 2), numerically."""
 
 import math
 

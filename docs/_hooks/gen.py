@@ -1,0 +1,247 @@
+"""MkDocs hook: the parts of the documentation that are generated, never typed.
+
+A page asks for generated text with a marker on a line of its own::
+
+    <!-- gen: cli -->                           the CLI reference, from depthwidth.cli.build_parser()
+    <!-- gen: layout -->                        every module of the package with its docstring's first line
+    <!-- gen: include PATH [shift=K] -->        a repository file (e.g. results/cpu/summary.md), headings
+                                                shifted K levels down (default 1), its relative images re-pointed
+    <!-- gen: cells RESULTS -->                 mean test loss ± seed std per cell (fits.table.load_table)
+    <!-- gen: transitions FIT -->               the transition points of a fit.json
+    <!-- gen: law FIT -->                       the fitted law of a fit.json under every depth convention
+    <!-- gen: predictions FILE -->              the pre-registered transitions of a prediction file
+
+Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
+to the site by :func:`on_files`), so a page links them as e.g.
+``../assets/results/law-long/figures/fig2_width_vs_depth.png`` and ``mkdocs build --strict`` fails
+on a figure that is not in the repository. The same functions run in tests/test_docs.py without
+MkDocs installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import math
+import os
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MARKER = re.compile(r"^<!-- gen: (\w[\w-]*)\s*(.*?)\s*-->$", re.M)
+LEVINE_A, LEVINE_B = 5.039, 0.0555  # Levine et al. 2020 (v3), the published fit ln d_x = a + b·L
+
+
+def fmt_count(x: float) -> str:
+    from depthwidth.units import format_count
+
+    return format_count(x)
+
+
+# --- the CLI reference -------------------------------------------------------------------------
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return None
+
+
+def _walk(parser, name: str):
+    yield name, parser
+    sub = _subparsers(parser)
+    if sub is not None:
+        for child, child_parser in sub.choices.items():
+            yield from _walk(child_parser, f"{name} {child}")
+
+
+def cli_reference() -> str:
+    """Every command's ``--help``, in the parser's order, at a fixed width."""
+    from depthwidth.cli import build_parser
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "88"
+    try:
+        out = ["Generated at build time from `depthwidth.cli.build_parser()` (the parser the CLI runs): "
+               "every command's `--help`, so this page cannot drift from the code.\n"]
+        for name, parser in _walk(build_parser(), "depthwidth"):
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                parser.print_help()
+            level = "##" if name.count(" ") <= 1 else "###"
+            out.append(f"{level} `{name}`\n\n```text\n{buf.getvalue().rstrip()}\n```\n")
+        return "\n".join(out)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+# --- the layout ---------------------------------------------------------------------------------
+
+def modules() -> list[tuple[str, str]]:
+    """(module path, first line of its docstring) for every .py file of the package."""
+    rows = []
+    for path in sorted((REPO / "depthwidth").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        first = " ".join(doc.strip().split("\n\n")[0].split())
+        rows.append((str(path.relative_to(REPO)), first))
+    return rows
+
+
+def layout() -> str:
+    lines = ["| module | what it holds (its docstring's first paragraph) |", "|---|---|"]
+    for path, doc in modules():
+        cell = doc.replace("|", "\\|")
+        lines.append(f"| `{path}` | {cell} |")
+    return "\n".join(lines)
+
+
+# --- stored results -----------------------------------------------------------------------------
+
+def include(arg: str) -> str:
+    path, _, shift = arg.partition(" shift=")
+    src = REPO / path
+    text = src.read_text()
+    text = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + int(shift or 1)) + " ", text, flags=re.M)
+    base = src.parent.relative_to(REPO)
+
+    def image(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"[a-z]+://", target) or target.startswith("/"):
+            return m.group(0)
+        return f"![{m.group(1)}](../assets/{(base / target).as_posix()})"
+
+    return re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", image, text)
+
+
+def cells(results: str) -> str:
+    """Mean test loss ± seed std per (N, L) cell; rows group cells of nearly equal N, bold = lowest."""
+    from depthwidth.fits.table import load_table
+
+    c = load_table(REPO / results).cells.sort_values("N")
+    depths = sorted(int(L) for L in c["n_layer"].unique())
+    rows: list[dict[int, tuple]] = []
+    lows: list[float] = []
+    for r in c.itertuples():
+        if not rows or r.N > 1.25 * lows[-1] or int(r.n_layer) in rows[-1]:
+            rows.append({})
+            lows.append(r.N)
+        rows[-1][int(r.n_layer)] = (r.mean, r.std, int(r.d_model), int(r.n_seeds))
+    out = ["| N (Kaplan) | " + " | ".join(f"L = {L}" for L in depths) + " |",
+           "|---" * (len(depths) + 1) + "|"]
+    for low, row in zip(lows, rows):
+        best = min(v[0] for v in row.values())
+        cols = []
+        for L in depths:
+            if L not in row:
+                cols.append("–")
+                continue
+            mean, std, d, n = row[L]
+            s = f"{mean:.3f} ± {std:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
+            cols.append(f"**{s}** (d{d})" if mean == best else f"{s} (d{d})")
+        out.append(f"| ~{fmt_count(low)} | " + " | ".join(cols) + " |")
+    return "\n".join(out)
+
+
+def _levine_n(L: float) -> tuple[float, float]:
+    d = math.exp(LEVINE_A + LEVINE_B * L)
+    return 12 * L * d * d, d
+
+
+def transitions(fit: str) -> str:
+    f = json.loads((REPO / fit).read_text())
+    out = ["| pair | N* [95 %] | crosses in | d_x at L (σ of ln d_x) | Levine et al.'s law at that L |",
+           "|---|---|---|---|---|"]
+    for p in f["points"] + f.get("no_crossing", []):
+        pair = f"({p['L_s']}, {p['L_d']})"
+        if p.get("status") != "crossing":
+            lo, hi = p["N_range"]
+            nl, dl = _levine_n(p["L"])
+            out.append(f"| {pair} | none in {fmt_count(lo)}–{fmt_count(hi)}: {p.get('meaning', p['status'])} | "
+                       f"{100 * p['bootstrap_fraction']:.1f} % | – | {fmt_count(nl)} (d_x {dl:.0f}) |")
+            continue
+        lo, hi = p["N_star_ci95"]
+        nl, dl = _levine_n(p["L"])
+        out.append(f"| {pair} | **{fmt_count(p['N_star'])}** [{fmt_count(lo)}, {fmt_count(hi)}] | "
+                   f"{100 * p['bootstrap_fraction']:.1f} % | {p['d_x']:.1f} at {p['L']:.2f} "
+                   f"({p['sigma_ln_d_x']:.3f}) | {fmt_count(nl)} (d_x {dl:.0f}) |")
+    return "\n".join(out)
+
+
+def law(fit: str) -> str:
+    f = json.loads((REPO / fit).read_text())
+    if not f.get("law"):
+        return f"`{fit}` holds no law (status `{f['status']}`)."
+    default = f["options"]["assign"]
+    names = {"geom": "√(L_s·L_d) (geometric mean)", "arith": "arithmetic mean", "shallow": "shallow depth",
+             "deep": "deep depth"}
+    out = ["| depth assigned to a point | a [95 %] | b [95 %] | χ²_red | excludes 0.0555? | excludes ln 3? |",
+           "|---|---|---|---|---|---|"]
+    for key in ("geom", "arith", "shallow", "deep"):
+        fitd = f["law"] if key == default else f["by_assign"].get(key)
+        if not fitd:
+            continue
+        (alo, ahi), (blo, bhi) = fitd["ci95"]["a"], fitd["ci95"]["b"]
+        mark = " (default)" if key == default else ""
+        out.append(f"| {names[key]}{mark} | {fitd['a']:.3f} [{alo:.3f}, {ahi:.3f}] | "
+                   f"{fitd['b']:.3f} [{blo:.3f}, {bhi:.3f}] | {fitd['chi2_red']:.2f} | "
+                   f"{'yes' if not fitd['b_vs']['paper_inside'] else 'no'} | "
+                   f"{'yes' if not fitd['b_vs']['theory_inside'] else 'no'} |")
+    return "\n".join(out)
+
+
+def predictions(path: str) -> str:
+    """The pre-registered transitions of a prediction file (``depthwidth predict``)."""
+    f = json.loads((REPO / path).read_text())
+    out = [f"From `{f['fit']['path']}` (sha256 `{f['fit']['sha256'][:12]}…`), written {f['created_at'][:10]} "
+           f"at revision `{f['git_rev'][:10]}`:", "",
+           "| pair | depth L | predicted N* | 95 % (fit covariance) | 95 % (bootstrap covariance) | d_x |",
+           "|---|---|---|---|---|---|"]
+    for p in f["predictions"]:
+        (lo, hi), (blo, bhi) = p["ci95"], p["ci95_bootstrap"]
+        out.append(f"| ({p['pair'][0]}, {p['pair'][1]}) | {p['L']:.2f} | **{fmt_count(p['n_star'])}** | "
+                   f"[{fmt_count(lo)}, {fmt_count(hi)}] | [{fmt_count(blo)}, {fmt_count(bhi)}] | {p['d_x']:.1f} |")
+    return "\n".join(out)
+
+
+GENERATORS = {
+    "predictions": predictions,
+    "cli": lambda arg: cli_reference(),
+    "layout": lambda arg: layout(),
+    "include": include,
+    "cells": cells,
+    "transitions": transitions,
+    "law": law,
+}
+
+
+def expand(markdown: str) -> str:
+    """Replace every marker by its generated text (an unknown marker is an error)."""
+    def one(m: re.Match) -> str:
+        name, arg = m.group(1), m.group(2)
+        if name not in GENERATORS:
+            raise ValueError(f"unknown docs marker: gen: {name}")
+        return GENERATORS[name](arg)
+
+    return MARKER.sub(one, markdown)
+
+
+# --- MkDocs events --------------------------------------------------------------------------------
+
+def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 - MkDocs hook signature
+    return expand(markdown)
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for png in sorted(REPO.glob("results/*/figures/*.png")):
+        uri = "assets/" + png.relative_to(REPO).as_posix()
+        files.append(File.generated(config, uri, abs_src_path=str(png)))
+    return files

@@ -1,0 +1,236 @@
+"""The documentation is checked against the code: README.md and docs/.
+
+Every documented command line (``depthwidth ...`` or ``./dw ...``, in a code block or inline
+code) is parsed by the real parser, so an unknown flag or subcommand fails here. The cheap ones
+shown with their output (``$ depthwidth theory|query|fit|lrscan ...`` followed by what it
+printed) are run on the committed records and their output compared line by line. The generated
+parts of the site (docs/_hooks/gen.py) are built from the stored results and checked for real
+values, and no file cites a document the repository does not hold.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import shlex
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from depthwidth.cli import build_parser, main
+from depthwidth.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = sorted(p for p in (REPO / "docs").rglob("*.md") if "_hooks" not in p.parts)
+FILES = [REPO / "README.md", *DOCS]
+RUNNABLE = ("theory", "query", "fit", "lrscan")  # read committed files only, seconds each
+ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+PROMPT = re.compile(r"^(?:[\w.-]*\$ )")
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("docs_gen", REPO / "docs" / "_hooks" / "gen.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _blocks(text: str):
+    """(code lines) of every fenced block and every 4-space indented block outside fences."""
+    lines = text.split("\n")
+    i, prose = 0, []
+    while i < len(lines):
+        if lines[i].lstrip().startswith("```"):
+            j = i + 1
+            while j < len(lines) and not lines[j].lstrip().startswith("```"):
+                j += 1
+            yield lines[i + 1:j]
+            i = j + 1
+            continue
+        if lines[i].startswith("    ") and (i == 0 or not lines[i - 1].strip()) and lines[i].strip():
+            j = i
+            while j < len(lines) and lines[j].startswith("    "):
+                j += 1
+            yield [x[4:] for x in lines[i:j]]
+            i = j
+            continue
+        prose.append(lines[i])
+        i += 1
+    yield from ([m] for m in re.findall(r"`([^`\n]+)`", "\n".join(prose)))
+
+
+def _joined(block: list[str]) -> list[str]:
+    out, cur = [], ""
+    for line in block:
+        if line.rstrip().endswith("\\"):
+            cur += line.rstrip()[:-1] + " "
+            continue
+        out.append(cur + line)
+        cur = ""
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _commands_in(line: str) -> list[list[str]]:
+    """argv lists (after 'depthwidth' / './dw') of the commands on one shell line."""
+    line = PROMPT.sub("", line.strip())
+    try:
+        tokens = shlex.split(line, comments=True)
+    except ValueError:
+        return []
+    found, seg = [], []
+    for tok in [*tokens, ";"]:
+        if tok in (";", "&&", "||", "|"):
+            while seg and ENV.match(seg[0]):
+                seg = seg[1:]
+            if seg and seg[0] in ("depthwidth", "./dw"):
+                found.append(seg[1:])
+            seg = []
+            continue
+        if " " in tok and ("./dw " in tok or "depthwidth " in tok):  # e.g. --command='cd x && ./dw ...'
+            found.extend(_commands_in(tok))
+        seg.append(tok)
+    return found
+
+
+def documented_commands():
+    out = []
+    for path in FILES:
+        for block in _blocks(path.read_text()):
+            inline = len(block) == 1 and not path.read_text().count(f"```\n{block[0]}\n")
+            for line in _joined(block):
+                for argv in _commands_in(line):
+                    out.append(pytest.param(argv, inline, id=f"{path.relative_to(REPO)}: {' '.join(argv)[:70]}"))
+    return out
+
+
+def shown_outputs():
+    """($ command, its printed lines) for the cheap commands shown with their output."""
+    out = []
+    for path in FILES:
+        for block in _blocks(path.read_text()):
+            cmd, shown = None, []
+            for line in [*_joined(block), "$ END"]:
+                if PROMPT.match(line):
+                    if cmd is not None and shown and cmd[0] in RUNNABLE:
+                        out.append(pytest.param(cmd, shown, id=f"{path.relative_to(REPO)}: {' '.join(cmd)[:70]}"))
+                    cmds = _commands_in(line)
+                    cmd, shown = (cmds[0] if cmds else None), []
+                elif cmd is not None:
+                    shown.append(line)
+    return out
+
+
+PARSER = None
+
+
+def _parser():
+    global PARSER
+    if PARSER is None:
+        PARSER = build_parser()
+    return PARSER
+
+
+def test_the_docs_document_many_commands():
+    cmds = documented_commands()
+    assert len(cmds) > 100, len(cmds)
+    assert len(shown_outputs()) >= 8
+
+
+@pytest.mark.parametrize(("argv", "inline"), documented_commands())
+def test_documented_command_parses(argv, inline):
+    if not argv or argv[0] == "test" or "--help" in argv or "-h" in argv or argv == ["--version"]:
+        return  # ./dw test passes its arguments to pytest
+    try:
+        _parser().parse_args(argv)
+    except UserError as e:
+        # An inline mention may name a command without its required flags; never an unknown one.
+        if not (inline and re.search(r"the following arguments are required|one of the arguments .* is required", str(e))):
+            raise AssertionError(f"documented command does not parse: {' '.join(argv)}: {e}") from e
+
+
+@pytest.mark.parametrize(("argv", "shown"), shown_outputs())
+def test_documented_output_matches(argv, shown, tmp_path):
+    argv = list(argv)
+    documented_out = None
+    if "--out" in argv:  # never overwrite a committed file: write to tmp, print the documented path
+        k = argv.index("--out") + 1
+        documented_out, argv[k] = argv[k], str(tmp_path / "fit.json")
+    buf, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(buf), redirect_stderr(err):
+        rc = main(argv)
+    assert rc == 0, err.getvalue()
+    got = buf.getvalue()
+    if documented_out:
+        got = got.replace(str(tmp_path / "fit.json"), documented_out)
+    got_lines = [x.rstrip() for x in got.rstrip("\n").split("\n")]
+    shown = [x.rstrip() for x in shown]
+    while shown and not shown[-1]:
+        shown.pop()
+    assert len(got_lines) == len(shown), "\n".join(got_lines)
+    for g, s in zip(got_lines, shown):
+        if "..." in s:  # a shortened line: the part before "..." must match
+            assert g.startswith(s.split("...")[0].rstrip(", ")), (g, s)
+        else:
+            assert g == s
+
+
+def test_readme_is_short_and_its_links_exist():
+    text = (REPO / "README.md").read_text()
+    assert len(text.split("\n")) <= 150
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+        if "://" not in target:
+            assert (REPO / target).exists(), target
+    assert "./dw fit --results results/law-long --out" in text  # quick start 1: the law, training nothing
+
+
+def test_no_file_cites_a_document_outside_the_repository():
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    token = "DE" + "SIGN"  # spelled so that this file does not cite it either
+    hits = [f for f in files if f.endswith((".py", ".md", ".toml", ".sh", ".yml"))
+            and token + " §" in (REPO / f).read_text(errors="replace")]
+    assert not hits, hits
+
+
+def test_generated_tables_hold_the_stored_values():
+    gen = _gen()
+    cells = gen.cells("results/law-long")
+    assert "| ~11.6K | **1.587 ± 0.005** (d32) | 1.610 ± 0.002 (d22) | – | – |" in cells
+    assert "**1.198 ± 0.003** (d64)" in cells
+    tr = gen.transitions("results/law-long/fit.json")
+    assert "| (1, 2) | **13.8K** [13K, 14.2K] | 100.0 % | 28.5 at 1.41 (0.011) | 473K (d_x 167) |" in tr
+    assert "| (4, 8) | **253K** [115K, 362K] | 99.8 % |" in tr
+    law = gen.law("results/law-long/fit.json")
+    assert "0.184 [0.114, 0.254] | 0.84 | yes | yes |" in law
+    cpu = gen.transitions("results/cpu/fit.json")
+    assert "| (2, 4) | none in 102K–406K:" in cpu and "| 0.0 % |" in cpu
+    assert "holds no law" in gen.law("results/cpu/fit.json")
+    pred = gen.predictions("results/predictions/law-long.json")
+    assert "| (3, 6) | 4.24 | **118K** | [79.3K, 175K] | [76.9K, 180K] | 48.1 |" in pred
+
+
+def test_generated_layout_lists_every_module_and_the_reference_every_command():
+    gen = _gen()
+    layout = gen.layout()
+    for path in (REPO / "depthwidth").rglob("*.py"):
+        assert f"`{path.relative_to(REPO)}`" in layout
+    ref = gen.cli_reference()
+    for name in ("depthwidth fit", "depthwidth query", "depthwidth sweep", "depthwidth exp band",
+                 "depthwidth theory seprank", "depthwidth predict"):
+        assert f"`{name}`" in ref, name
+    assert "--ray-hosts-per-run" in ref and "--tune-lr" in ref
+
+
+def test_every_marker_in_the_docs_expands():
+    gen = _gen()
+    for path in DOCS:
+        text = path.read_text()
+        out = gen.expand(text)
+        assert "<!-- gen:" not in out, path
+        for img in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", out):
+            if "assets/results/" in img:  # served from results/*/figures by the hook
+                assert (REPO / img.split("assets/", 1)[1]).exists(), (path, img)
