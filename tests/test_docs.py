@@ -211,6 +211,31 @@ def test_generated_tables_hold_the_stored_values():
     assert "holds no law" in gen.law("results/cpu/fit.json")
     pred = gen.predictions("results/predictions/law-long.json")
     assert "| (3, 6) | 4.24 | **118K** | [79.3K, 175K] | [76.9K, 180K] | 48.1 |" in pred
+    est = gen.estimators("results/law-long/estimators.json")
+    assert "| pooled bootstrap | 0.393 | [0.004, 0.781] | contains | excludes | (1,2) 99.0%, (2,4) 95.4%, (4,8) 79.3% |" in est
+    assert "seed 0: b 0.197; seed 1: b 0.110; seed 2: b 0.157" in est
+    assert "*the interval excludes ln 3*: holds in every row." in est
+
+
+def test_generated_verdict_counts_records_then_judges(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    gen = _gen()
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    (tmp_path / "p").mkdir()
+    shutil.copy(REPO / "results/predictions/law-long.json", tmp_path / "p/pred.json")
+    assert gen.verdict("p/pred.json predict-36 r") == \
+        "`predict-36`: records for 0 of its 24 grid runs in `r`; no fit yet, so no verdict."
+    pred = json.loads((tmp_path / "p/pred.json").read_text())["predictions"][0]
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r/fit.json").write_text(json.dumps({
+        "format": "depthwidth-fit", "options": {"assign": "geom"},
+        "points": [{"L_s": 3, "L_d": 6, "status": "crossing", "N_star": 2 * pred["n_star"], "sigma_ln_N_star": 0.1,
+                    "N_star_ci95": [1.5 * pred["n_star"], 2.5 * pred["n_star"]], "bootstrap_fraction": 1.0}]}))
+    out = gen.verdict("p/pred.json predict-36 r")
+    assert "| (3, 6) | 118K [79.3K, 175K] | 235K [176K, 294K] | 100.0 % | ×2.00 |" in out
+    assert "outside the predicted interval" in out and "| (2, 3) |" in out and "not resolved" in out
 
 
 def test_generated_layout_lists_every_module_and_the_reference_every_command():

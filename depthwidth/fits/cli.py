@@ -334,6 +334,8 @@ def _fit(args: argparse.Namespace) -> int:
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
+    if args.estimators and (args.curve, args.crossing) != ("pchip", "last"):
+        raise UserError("--estimators compares other curves and crossings with the default fit: drop --curve/--crossing")
     pred = None
     if args.prediction is not None:
         from depthwidth.fits.predict import read_prediction
@@ -343,12 +345,11 @@ def _fit(args: argparse.Namespace) -> int:
     fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     extra_text, extra = [], {}
-    if args.estimators:
+    if args.estimators and not fit.get("law"):
+        extra_text.append("estimators: the fit has no law, so there is no slope to compare (no table written)")
+    elif args.estimators:
         from depthwidth.fits.estimators import estimator_table, estimators_path
 
-        if (args.curve, args.crossing) != ("pchip", "last"):
-            raise UserError("--estimators compares other curves and crossings with the default fit: "
-                            "drop --curve/--crossing")
         est = estimator_table(lambda s: table if s is None else load_table(
             args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr), options, fit)
         est_out = estimators_path(str(out))

@@ -10,6 +10,8 @@ A page asks for generated text with a marker on a line of its own::
     <!-- gen: transitions FIT -->               the transition points of a fit.json
     <!-- gen: law FIT -->                       the fitted law of a fit.json under every depth convention
     <!-- gen: predictions FILE -->              the pre-registered transitions of a prediction file
+    <!-- gen: estimators FILE -->               b under every estimator (fit --estimators' JSON)
+    <!-- gen: verdict PRED PRESET RESULTS -->   measured vs predicted for RESULTS/fit.json (or the runs done)
 
 Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
 to the site by :func:`on_files`), so a page links them as e.g.
@@ -210,8 +212,65 @@ def predictions(path: str) -> str:
     return "\n".join(out)
 
 
+def estimators(path: str) -> str:
+    """b's 95 % interval under every estimator (``depthwidth fit --estimators``), and the claims."""
+    from depthwidth.fits.transitions import format_fraction
+
+    f = json.loads((REPO / path).read_text())
+    yes = {True: "contains", False: "excludes", None: "–"}
+    out = [f"| estimator | b | 95 % interval of b | {f['paper_b']} | ln 3 | pairs (share of replicates crossing) |",
+           "|---|---|---|---|---|---|"]
+    for r in f["rows"]:
+        ci = r["b_ci95"]
+        pts = ", ".join(f"({p['pair'][0]},{p['pair'][1]}) {format_fraction(p['fraction'])}" for p in r["points"]) or "–"
+        if r.get("per_seed"):
+            pts = "; ".join(f"seed {s['seed']}: b {s['b']:.3f}" for s in r["per_seed"] if s["b"] is not None)
+        b = "–" if r["b"] is None else f"{r['b']:.3f}"
+        out.append(f"| {r['estimator']} | {b} | "
+                   f"{'–' if ci is None else f'[{ci[0]:.3f}, {ci[1]:.3f}]'} | {yes[r['contains_paper']]} | "
+                   f"{yes[r['contains_ln3']]} | {pts} |")
+    for key, what in (("excludes_paper", f"the interval excludes {f['paper_b']}"), ("excludes_ln3", "the interval excludes ln 3")):
+        c = f["claims"][key]
+        out.append("")
+        out.append(f"*{what}*: " + ("holds in every row." if c["holds_in_every_row"]
+                                    else f"fails in {', '.join(c['fails_in'])}."))
+    return "\n".join(out)
+
+
+def verdict(arg: str) -> str:
+    """Measured vs predicted (``predict --check``) once ``RESULTS/fit.json`` exists; before that,
+    how many of the preset's runs have records."""
+    from depthwidth.experiments.presets import load_preset
+    from depthwidth.fits.predict import read_prediction
+    from depthwidth.fits.predict import verdict as judge
+
+    pred_path, preset, results = arg.split()
+    runs = load_preset(preset).runs
+    done = [r for r in runs if (REPO / results / "runs" / r.run_id() / "record.json").is_file()]
+    fit = REPO / results / "fit.json"
+    head = f"`{preset}`: records for {len(done)} of its {len(runs)} grid runs in `{results}`"
+    if not fit.is_file():
+        return head + "; no fit yet, so no verdict."
+    rows = judge(read_prediction(str(REPO / pred_path)), json.loads(fit.read_text()))
+    out = [head + ".", "", "| pair | predicted N* [95 %] | measured N* [95 %] | crosses in | ratio | z (combined) | verdict |",
+           "|---|---|---|---|---|---|---|"]
+    for v in rows:
+        pr = f"{fmt_count(v['predicted_n_star'])} [{fmt_count(v['predicted_ci95'][0])}, {fmt_count(v['predicted_ci95'][1])}]"
+        if v["status"] != "resolved":
+            out.append(f"| ({v['pair'][0]}, {v['pair'][1]}) | {pr} | – | – | – | – | not resolved: {v['reason']} |")
+            continue
+        mlo, mhi = v["measured_ci95"] or (None, None)
+        ms = f"{fmt_count(v['measured_n_star'])} [{fmt_count(mlo) if mlo else '–'}, {fmt_count(mhi) if mhi else '–'}]"
+        out.append(f"| ({v['pair'][0]}, {v['pair'][1]}) | {pr} | {ms} | {100 * v['bootstrap_fraction']:.1f} % | "
+                   f"×{v['ratio']:.2f} | {v['z']:+.2f} | "
+                   f"{'inside' if v['inside_predicted_ci95'] else 'outside'} the predicted interval |")
+    return "\n".join(out)
+
+
 GENERATORS = {
     "predictions": predictions,
+    "estimators": estimators,
+    "verdict": verdict,
     "cli": lambda arg: cli_reference(),
     "layout": lambda arg: layout(),
     "include": include,
