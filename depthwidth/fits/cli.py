@@ -339,9 +339,11 @@ def _lrscan(args: argparse.Namespace) -> int:
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0, unique=True) if args.seeds is not None else None
-    rows = load_scan(args.results, c, power, seeds=seeds, average_seeds=args.average_seeds)
-    lines = [f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
-             f"{'rule lr':>8} {'regret':>7}"]
+    excluded: list[str] = []
+    rows = load_scan(args.results, c, power, seeds=seeds, average_seeds=args.average_seeds, excluded=excluded)
+    lines = [f"excluded {e}" for e in excluded]
+    lines.append(f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
+                 f"{'rule lr':>8} {'regret':>7}")
     for r in rows:
         pts = "  ".join(f"{lr:.3g}:{y:.4f}" for lr, y in zip(r["lrs"], r["losses"]))
         best = r["lr_opt"] if r["lr_opt"] is not None else r["best_scanned"]["lr"]
@@ -355,7 +357,7 @@ def _lrscan(args: argparse.Namespace) -> int:
     if args.average_seeds:
         lines.append("mean: over seeds " + "; ".join(f"L{r['n_layer']} d{r['d_model']}: {','.join(map(str, r['seeds']))}"
                                                      for r in rows) + " (lrs without all of them left out)")
-    emit(args, {"rule": {"c": c, "power": power}, "shapes": rows}, "\n".join(lines))
+    emit(args, {"rule": {"c": c, "power": power}, "shapes": rows, "excluded": excluded}, "\n".join(lines))
     return 0
 
 

@@ -3,8 +3,9 @@
 Reads ``RESULTS/runs/*/record.json`` with :func:`depthwidth.records.iter_records` (format
 documented there). Only records of kind "train" are rows of the table; records of other
 experiment kinds in the same directory are set aside (``other_kinds``), never averaged in. A
-run is *used* when its status is "finished" and its test_loss is a finite number; diverged
-runs, finished runs without a finite test loss, and run directories with no record.json
+run is *used* when :func:`depthwidth.records.train_record_problem` finds nothing wrong with it
+(finished; typed counts; finite losses in (0, 2 ln V]; test_loss_chunks that average to
+test_loss); diverged runs, impossible records and run directories with no record.json
 (unfinished or crashed) are listed with a reason and never averaged in.
 
 Cells are keyed by (n_layer, d_model). All seeds in a cell must share the rest of their
@@ -38,7 +39,7 @@ import pandas as pd
 from depthwidth import storage
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
-from depthwidth.records import TRAIN, diverged_reason, iter_records, kind_of
+from depthwidth.records import TRAIN, iter_records, kind_of, train_record_problem
 from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
@@ -112,34 +113,23 @@ def _context(config: Any, source: str) -> str:
     return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
-def _exclusion_reason(rec: dict[str, Any]) -> str | None:
-    if rec["status"] != "finished":
-        return rec["status"]
-    t = rec["test_loss"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        return "no test_loss"
-    if not math.isfinite(t):
-        return "non-finite test_loss"
-    # A "finished" record from before the rule (records.diverged_reason) can hold an exploded loss.
-    why = diverged_reason(t, rec.get("vocab_size"), "test_loss")
-    return f"diverged: {why}" if why else None
-
-
 def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
+    """One row of ``runs``; ``reason`` (:func:`depthwidth.records.train_record_problem`) says why
+    the record is not used, None when it is. An excluded record's fields are shown, not trusted."""
+    reason = train_record_problem(rec)
     params = rec["params"] if isinstance(rec["params"], dict) else {}
     L, d = rec["n_layer"], rec["d_model"]
-    if not (isinstance(L, int) and isinstance(d, int) and L >= 1 and d >= 1):
-        raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
-    # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
-    N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
-    if isinstance(N, bool) or not isinstance(N, (int, float)) or not (math.isfinite(N) and N > 0):
-        raise UserError(f"{source}: params.kaplan must be a positive number, got {N!r}")  # ln N is fitted
+    N = math.nan
+    if reason is None:
+        # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
+        N = float(params["kaplan"] if "kaplan" in params else kaplan_n(L, d))
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
-        "N": float(N), "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
-        "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config"), source),
-        "chunks": rec.get("test_loss_chunks"),
+        "N": N, "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
+        "tokens": rec["tokens"], "steps": rec.get("steps"),
+        "context": _context(rec.get("config"), source) if reason is None else None,
+        "chunks": rec.get("test_loss_chunks"), "reason": reason,
     }
 
 
@@ -200,9 +190,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     rows = [_run_row(r, r["run_id"]) for r in records]
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
     unfinished += extra_unfinished
-    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
-    reasons = [_exclusion_reason(r) for r in records]
-    runs["reason"] = reasons
+    runs = pd.DataFrame(rows, columns=[*RUN_COLUMNS, "reason"])
     used_mask = runs["reason"].isna()
     excluded = runs.loc[~used_mask].reset_index(drop=True)
     used = runs.loc[used_mask].copy()
