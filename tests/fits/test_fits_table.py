@@ -169,3 +169,39 @@ def test_chunks_that_average_to_the_test_loss_are_kept(tmp_path):
     _edit(tmp_path, ok, test_loss_chunks=[2.0, 2.5], test_sequences=5)
     t = load_table(tmp_path)
     assert t.excluded.empty and sorted(t.losses[(2, 64)]) == [2.0, 2.0, 2.3]
+
+
+def _write_protocol(results, L, d, seed, loss, steps=2000, batch_size=32, lr=3e-3):
+    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=2, vocab_size=65, seq_len=64),
+                    train=TrainConfig(seed=seed, steps=steps, batch_size=batch_size, lr=lr, warmup_steps=10))
+    rec = {"schema": 1, "run_id": cfg.run_id(), "status": "finished", "config": cfg.to_dict(),
+           "n_layer": L, "d_model": d, "n_head": 2, "seed": seed, "params": {"kaplan": 12 * L * d * d},
+           "tokens": steps * batch_size * 64, "steps": steps, "test_loss": loss}
+    write_json_atomic(run_dir(results, cfg.run_id()) / "record.json", rec)
+    return cfg.run_id()
+
+
+def test_two_protocols_without_a_shared_cell_are_refused(tmp_path):
+    # Issue 24: results/cpu plus the smoke preset's records of other cells (100 steps, B=16,
+    # lr 1e-2) were fitted together, exit 0, no warning.
+    long_ids = [_write_protocol(tmp_path, L, d, s, 2.0) for L, d in ((1, 46), (2, 32)) for s in (0, 1)]
+    short = _write_protocol(tmp_path, 1, 16, 0, 2.5, steps=100, batch_size=16, lr=1e-2)
+    with pytest.raises(UserError) as e:
+        load_table(tmp_path)
+    assert str(e.value) == (f"the records of {tmp_path} mix 2 training protocols (they differ in train.batch_size): "
+                            f"4 like {sorted(long_ids)[0]}; 1 like {short}; fit one protocol at a time")
+
+
+def test_steps_that_differ_between_cells_are_named_in_the_fits_warnings(tmp_path):
+    # The same protocol otherwise (a preset with grid.scale_steps, or two sweeps of different
+    # lengths): used, and the fit says so.
+    from depthwidth.fits.lawfit import build_fit
+
+    a = [_write_protocol(tmp_path, 1, 46, s, 2.0) for s in (0, 1)]
+    b = [_write_protocol(tmp_path, 2, 32, s, 2.1, steps=100) for s in (0, 1)]
+    t = load_table(tmp_path)
+    assert t.excluded.empty and len(t.cells) == 2
+    assert t.warnings == [f"the runs were trained for different numbers of steps: 100 (1 cells, e.g. {sorted(b)[0]}), "
+                          f"2000 (1 cells, e.g. {sorted(a)[0]}); right only for a preset that scales steps with "
+                          "size (grid.scale_steps)"]
+    assert t.warnings[0] in build_fit(t, bootstrap=10)["warnings"]
