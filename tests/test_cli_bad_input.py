@@ -99,3 +99,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert err.startswith("depthwidth: error:") and err.count("\n") == 1 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(_FILES)
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("depthwidth: error:") and err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_a_held_out_split_shorter_than_one_sequence_is_refused_before_training(tmp_path, monkeypatch, capsys,
+                                                                                corpora_dir):
+    # Issue 24: a short corpus trained 100 steps and wrote two checkpoints, then failed
+    # ("held-out split has 15 tokens"). 400 characters: 5% of them, 15 tokens, is the val split.
+    text = (corpora_dir / "tinyshakespeare.txt").read_text()[:400]
+    (tmp_path / "small.txt").write_text(text)
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--preset", "smoke", "--set", f"data.corpus={tmp_path / 'small.txt'}", "--out", "o"]) == 2
+    assert _one_error_line(capsys) == (
+        f"depthwidth: error: the val split of {tmp_path / 'small.txt'} has 15 tokens, fewer than one sequence of 33 "
+        "(model.seq_len + 1): use a longer corpus or a shorter model.seq_len")
+    assert not (tmp_path / "o").exists()
