@@ -34,6 +34,11 @@ FIXED = [
     (["theory", "shapes", "--budget", "1M", "--depths", "2,4,"], "--depths has an empty element"),
     (["fit", "--results", ".", "--seeds", "0,,1", "--out", "f.json"], "--seeds has an empty element"),
     (["exp", "latency", "--shapes"], "error: exp latency: argument --shapes: expected one argument"),
+    # issue 24: an answer for a network of 0.001 layers, a 201-digit number in one "line"
+    (["query", "--layers", "0.001"], "error: --layers must be >= 1 (a depth in layers), got 0.001"),
+    (["query", "--layers", "0.5", "--width", "64"], "error: --layers must be >= 1 (a depth in layers), got 0.5"),
+    (["theory", "params", "--layers", "1", "--width", "1e200", "--heads", "3"],
+     "error: width 1.0000e+200 (201 digits) is not divisible by the number of heads 3\n"),
 ]
 
 # Cases that already held: the contract for every subcommand.

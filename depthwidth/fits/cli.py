@@ -226,7 +226,7 @@ def _query(args: argparse.Namespace) -> int:
         heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
                  "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
-        depths = parse_count_list(args.layers, name="--layers")
+        depths = _depths(args.layers)
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
@@ -234,7 +234,7 @@ def _query(args: argparse.Namespace) -> int:
         heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
     else:
         if args.layers is not None:
-            depths = parse_count_list(args.layers, name="--layers")
+            depths = _depths(args.layers)
             if len(depths) != 1:
                 raise UserError("--width takes one --layers value (use --shape for several shapes)")
             shapes = [(depths[0], parse_count(args.width, name="--width"))]
@@ -252,6 +252,16 @@ def _query(args: argparse.Namespace) -> int:
     text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
+
+
+def _depths(text: str) -> list[float]:
+    """``--layers``: depths of at least one layer (the law is a line in L; below one layer it
+    answers for networks that cannot exist, e.g. 0.001 layers "optimal at N = 286")."""
+    depths = parse_count_list(text, name="--layers")
+    low = [L for L in depths if L < 1]
+    if low:
+        raise UserError(f"--layers must be >= 1 (a depth in layers), got {low[0]:g}")
+    return depths
 
 
 # ---------------------------------------------------------------- predict
