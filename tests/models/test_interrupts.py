@@ -220,3 +220,20 @@ def test_a_signal_during_xla_compilation_is_one_line_and_exit_130(sig, tmp_path,
     assert done.returncode == 130, done.stderr[-2000:]
     assert _errors(done.stderr) == ["depthwidth: interrupted"], done.stderr[-2000:]
     assert not list(out.glob("runs/*/record.json"))
+
+
+def test_a_jobs_child_leaves_the_interrupted_line_to_its_parent(tmp_path, monkeypatch, capsys):
+    # Issue 24: `reproduce --jobs 2` interrupted printed "interrupted" twice: Ctrl-C reaches the
+    # whole process group, and the child worker (started with --parent-pid) printed it too.
+    from depthwidth.cli import main
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("depthwidth.experiments.ray_runner.run_sweep_on", interrupted)
+    monkeypatch.setattr("depthwidth.experiments.runner.die_with_parent", lambda pid: None)
+    argv = ["sweep", "--preset", "smoke", "--results", str(tmp_path / "r")]
+    assert main(argv + ["--parent-pid", str(os.getpid())]) == 130
+    assert capsys.readouterr().err == ""
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "depthwidth: interrupted\n"
