@@ -40,6 +40,7 @@ FIXED = [
     # issue 24: an answer for a network of 0.001 layers, a 201-digit number in one "line"
     (["query", "--layers", "0.001"], "error: --layers must be >= 1 (a depth in layers), got 0.001"),
     (["query", "--layers", "0.5", "--width", "64"], "error: --layers must be >= 1 (a depth in layers), got 0.5"),
+    (["query", "--shape", "0.5x64"], "error: shape '0.5x64': the depth must be >= 1 layer, got 0.5"),
     (["theory", "params", "--layers", "1", "--width", "1e200", "--heads", "3"],
      "error: width 1.0000e+200 (201 digits) is not divisible by the number of heads 3\n"),
 ]

@@ -169,7 +169,10 @@ def _parse_shape(text: str) -> tuple[float, float]:
     if t.count("x") != 1:
         raise UserError(f"shape {text!r} must look like LxD, e.g. 96x12288")
     L, d = t.split("x")
-    return parse_count(L, name="shape depth"), parse_count(d, name="shape width")
+    depth = parse_count(L, name="shape depth")
+    if depth < 1:  # as --layers (_depths): no network has less than one layer
+        raise UserError(f"shape {text!r}: the depth must be >= 1 layer, got {depth:g}")
+    return depth, parse_count(d, name="shape width")
 
 
 def _positive(text: str, name: str) -> float:
