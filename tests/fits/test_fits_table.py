@@ -205,3 +205,18 @@ def test_steps_that_differ_between_cells_are_named_in_the_fits_warnings(tmp_path
                           f"2000 (1 cells, e.g. {sorted(a)[0]}); right only for a preset that scales steps with "
                           "size (grid.scale_steps)"]
     assert t.warnings[0] in build_fit(t, bootstrap=10)["warnings"]
+
+
+def test_fit_prints_an_impossible_record_and_its_reason(tmp_path, capsys):
+    # Issue 24: test_loss -1.5 gave exit 0 and "0 excluded", and the transition moved.
+    from depthwidth.cli import main
+
+    for L in (1, 2):
+        for s in range(2):
+            write(tmp_path, L, 64, s, 2.0 + 0.1 * L)
+    bad = write(tmp_path, 1, 64, 2, 2.1)
+    _edit(tmp_path, bad, test_loss=-1.5)
+    assert main(["fit", "--results", str(tmp_path), "--out", str(tmp_path / "f.json"), "--bootstrap", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("5 records, 4 used in 2 (depth, width) cells, 1 excluded, 0 unfinished")
+    assert lines[1] == f"  excluded {bad}: test_loss -1.5 is not positive (a cross-entropy on held-out text is > 0 nats/token)"
