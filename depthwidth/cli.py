@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -76,18 +77,25 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1 if e.errno in NO_SPACE_ERRNOS else 2  # the disk, not the input (errors.StorageFull)
     except KeyboardInterrupt:
-        print("depthwidth: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted(args)
     except Exception as e:
         if any(isinstance(x, KeyboardInterrupt) for x in chain(e)):  # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
-            print("depthwidth: interrupted", file=sys.stderr)
-            return 130
+            return _interrupted(args)
         # Out of device/host memory at run time: one line with advice, not an XLA traceback.
         if type(e).__name__ == "JaxRuntimeError" and "RESOURCE_EXHAUSTED" in str(e):
             print("depthwidth: error: out of memory while running the step; use a smaller batch or "
                   "model, more devices (mesh), or FSDP rules (embed -> data)", file=sys.stderr)
             return 2
         raise
+
+
+def _interrupted(args: argparse.Namespace | None) -> int:
+    """Exit code 130, and the one "interrupted" line, which a ``--jobs`` child worker (started
+    with ``--parent-pid``) leaves to its parent: a Ctrl-C reaches the whole process group, and
+    the parent and each child printed it (twice for ``reproduce --jobs 2``)."""
+    if getattr(args, "parent_pid", None) is None:
+        print("depthwidth: interrupted", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

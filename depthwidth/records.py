@@ -61,7 +61,8 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
 A record of another kind carries the same envelope (schema, kind, run_id, status, config,
 finished_at), any of the fields above that apply (null otherwise) and its own fields
 (:attr:`Record.extra`, stored at the top level). Only kind "train" records enter the results
-table and the law (:mod:`depthwidth.fits.table`).
+table and the law (:mod:`depthwidth.fits.table`), and only those :func:`train_record_problem`
+finds nothing wrong with: every reader of training records excludes the others with its reason.
 """
 
 from __future__ import annotations
@@ -106,6 +107,101 @@ def diverged_reason(loss: float | None, vocab_size: int | None, what: str = "los
             return (f"{what} {loss:.4g} nats/token is above {DIVERGED_ABOVE_UNIFORM:g} ln V = {bound:.3f} "
                     f"(V = {vocab_size}, ln V = a uniform guess)")
     return None
+
+
+# test_loss is the sequence-weighted mean of test_loss_chunks (models.engine.evaluate), in float64
+# from float32 sums: the committed records agree to 2e-7. Without test_sequences the chunks'
+# sizes are unknown (they differ by at most one sequence): their plain mean must agree to 1%.
+CHUNKS_RTOL, CHUNKS_RTOL_UNWEIGHTED = 1e-4, 1e-2
+_COUNTS = ("n_layer", "d_model", "n_head")  # positive integers of every training record
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _loss_problem(v: Any, what: str, vocab_size: Any) -> str | None:
+    """Why ``v`` cannot be a mean cross-entropy (nats/token): not a number, not finite, not
+    positive, or above the diverged bound (:func:`diverged_reason`, prefixed "diverged: ")."""
+    if not _is_number(v):
+        return f"{what} is not a number ({_short(v)})"
+    if not math.isfinite(v):
+        return f"non-finite {what}"
+    if v <= 0:
+        return f"{what} {v:.4g} is not positive (a cross-entropy on held-out text is > 0 nats/token)"
+    why = diverged_reason(v, vocab_size, what)
+    return f"diverged: {why}" if why else None
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _chunks_problem(rec: dict[str, Any]) -> str | None:
+    chunks, mean = rec.get("test_loss_chunks"), rec["test_loss"]
+    if chunks is None:
+        return None  # records from before the chunks existed
+    if not (isinstance(chunks, list) and chunks):
+        return f"test_loss_chunks is not a non-empty list ({_short(chunks)})"
+    for i, c in enumerate(chunks):
+        why = _loss_problem(c, f"test_loss_chunks[{i}]", rec.get("vocab_size"))
+        if why and not why.startswith("diverged"):  # one unlucky chunk may lie above 2 ln V
+            return why
+    k, n = len(chunks), rec.get("test_sequences")
+    if _is_int(n) and n >= k:
+        bounds = [c * n // k for c in range(k + 1)]
+        expect, rtol = sum(c * (b - a) for c, a, b in zip(chunks, bounds, bounds[1:])) / n, CHUNKS_RTOL
+    else:
+        expect, rtol = sum(chunks) / k, CHUNKS_RTOL_UNWEIGHTED
+    if abs(expect - mean) > rtol * mean:
+        return (f"test_loss_chunks average {expect:.6g}, not test_loss {mean:.6g} "
+                f"(they are the same evaluation, within {rtol:g})")
+    return None
+
+
+def train_record_problem(rec: dict[str, Any]) -> str | None:
+    """Why a kind "train" record cannot be a measurement of the law, or None when it can.
+
+    The one check of every reader of training records (the results table, the lr scans). In
+    order: a status other than "finished" (the status is the reason); ``n_layer``, ``d_model``,
+    ``n_head`` not positive integers, ``seed`` not an integer >= 0; ``params`` not an object
+    whose counts are positive integers; ``tokens`` not a positive integer; ``test_loss`` (and
+    ``val_loss``, ``train_loss`` when present) not a finite number in (0, 2 ln V] nats/token
+    (above: "diverged: ...", :func:`diverged_reason`); ``test_loss_chunks`` not finite,
+    positive, or not averaging to ``test_loss`` (weighted by the chunks' sequence counts when
+    ``test_sequences`` is known: relative tolerance :data:`CHUNKS_RTOL`, else
+    :data:`CHUNKS_RTOL_UNWEIGHTED`). Expects :func:`validate_record` to have passed (the fields
+    exist); never raises for a field's value.
+    """
+    if rec["status"] != "finished":
+        return str(rec["status"])
+    for k in _COUNTS:
+        if not (_is_int(rec[k]) and rec[k] >= 1):
+            return f"{k} is not a positive integer ({_short(rec[k])})"
+    if not (_is_int(rec["seed"]) and rec["seed"] >= 0):
+        return f"seed is not an integer >= 0 ({_short(rec['seed'])})"
+    params = rec["params"]
+    if not (isinstance(params, dict) and params):
+        return f"params is not an object of parameter counts ({_short(params)})"
+    for k, v in sorted(params.items()):
+        if not (_is_int(v) and v > 0):
+            return f"params.{k} is not a positive integer ({_short(v)})"
+    if not (_is_int(rec["tokens"]) and rec["tokens"] > 0):
+        return f"tokens is not a positive integer ({_short(rec['tokens'])})"
+    vocab = rec.get("vocab_size")
+    if vocab is not None and not (_is_int(vocab) and vocab >= 2):
+        return f"vocab_size is not an integer >= 2 ({_short(vocab)})"
+    for what in ("test_loss", "val_loss", "train_loss"):
+        if what == "test_loss" or rec.get(what) is not None:
+            why = _loss_problem(rec.get(what), what, vocab)
+            if why:
+                return "no test_loss" if what == "test_loss" and rec[what] is None else why
+    return _chunks_problem(rec)
 
 
 def _now() -> str:

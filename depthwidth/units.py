@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 
 from depthwidth.errors import UserError
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+
+
+def _exact(text: str | int | float, name: str) -> Decimal:
+    """The exact value of a count's text (a Decimal, so 100000000000000001 stays itself)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return Decimal(text)
+    if isinstance(text, float):
+        return Decimal(text) if math.isfinite(text) else Decimal("NaN")
+    s = str(text).strip().replace("_", "").replace(",", "")
+    suffix = s[-1:].upper() if s and s[-1:].isalpha() and s[-1:].upper() in _SUFFIX else ""
+    body = s[: len(s) - len(suffix)] if suffix else s
+    try:
+        value = Decimal(body) * _SUFFIX[suffix]
+    except InvalidOperation:
+        raise UserError(f"cannot parse {name} {abbreviate(text)!r} (examples: 175e9, 175B, 1.3M, 1T, 85_056_000)") from None
+    return value
 
 
 def parse_count(text: str | int | float, *, name: str = "count", positive: bool = True) -> float:
@@ -14,35 +31,54 @@ def parse_count(text: str | int | float, *, name: str = "count", positive: bool 
 
     Suffixes (case-insensitive): K = 1e3, M = 1e6, B or G = 1e9, T = 1e12.
 
-    Returns a float (counts of parameters or tokens can exceed 2**53 only far beyond any model).
+    Returns a float (a count that a float cannot hold exactly, above 2**53, is rounded: where the
+    output claims exactness, use :func:`parse_int` or :func:`parse_exact_count`).
     Raises UserError (one line naming ``name``) if the text does not parse, is not finite, or
     (with ``positive=True``) is not > 0.
     """
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        s = str(text).strip().replace("_", "").replace(",", "")
-        suffix = s[-1:].upper() if s and s[-1:].isalpha() and s[-1:].upper() in _SUFFIX else ""
-        body = s[: len(s) - len(suffix)] if suffix else s
-        try:
-            value = float(body) * _SUFFIX[suffix]
-        except ValueError:
-            raise UserError(f"cannot parse {name} {text!r} (examples: 175e9, 175B, 1.3M, 1T, 85_056_000)") from None
+    exact = _exact(text, name)
+    value = float(exact) if exact.is_finite() else math.nan
     if not math.isfinite(value):
-        raise UserError(f"{name} must be finite, got {text!r}")
+        raise UserError(f"{name} must be finite, got {abbreviate(text)!r}")
     if positive and value <= 0:
-        raise UserError(f"{name} must be positive, got {text!r}")
+        raise UserError(f"{name} must be positive, got {abbreviate(text)!r}")
     return value
 
 
+def parse_exact_count(text: str | int | float, *, name: str = "count") -> int | float:
+    """A positive count as :func:`parse_count` reads it, but a whole one as an exact ``int``
+    (``123456789012345678901`` stays itself; through a float it would end in ...683,968);
+    a fractional one (``2.5``) as a float. UserError as :func:`parse_count`."""
+    value = parse_count(text, name=name)
+    exact = _exact(text, name)
+    return int(exact) if exact == exact.to_integral_value() else value
+
+
 def parse_int(text: str | int, *, name: str = "value", minimum: int = 1) -> int:
-    """Parse a whole number (suffixes as in :func:`parse_count`); raise UserError if < ``minimum``."""
-    value = parse_count(text, name=name, positive=False)
-    if value != int(value):
-        raise UserError(f"{name} must be a whole number, got {text!r}")
-    if value < minimum:
-        raise UserError(f"{name} must be >= {minimum}, got {text!r}")
-    return int(value)
+    """Parse a whole number (suffixes as in :func:`parse_count`), exactly: an ``int`` of any size
+    (``100000000000000001`` is not rounded to 1e17). UserError if it is not whole or < ``minimum``."""
+    parse_count(text, name=name, positive=False)  # the parse and finiteness errors
+    exact = _exact(text, name)
+    if exact != exact.to_integral_value():
+        raise UserError(f"{name} must be a whole number, got {abbreviate(text)!r}")
+    if exact < minimum:
+        raise UserError(f"{name} must be >= {minimum}, got {abbreviate(text)!r}")
+    return int(exact)
+
+
+# Digits up to which an integer is printed whole (with thousands separators); a longer one is
+# abbreviated, so that one output line or error stays one readable line.
+WHOLE_DIGITS = 40
+
+
+def abbreviate(x: object, digits: int = WHOLE_DIGITS) -> str:
+    """``x`` for a message: an int of more than ``digits`` digits as ``1.0000e+300 (301 digits)``,
+    a longer text cut to its first and last 12 characters; anything else as ``str``."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        n = len(str(abs(x)))
+        return f"{x:,}" if n <= digits else f"{Decimal(x):.4e} ({n} digits)"
+    text = str(x)
+    return text if len(text) <= 2 * digits else f"{text[:12]}...{text[-12:]} ({len(text)} characters)"
 
 
 def parse_float(text: str | float, *, name: str = "value", above: float = 0.0, what: str = "") -> float:

@@ -34,6 +34,15 @@ FIXED = [
     (["theory", "shapes", "--budget", "1M", "--depths", "2,4,"], "--depths has an empty element"),
     (["fit", "--results", ".", "--seeds", "0,,1", "--out", "f.json"], "--seeds has an empty element"),
     (["exp", "latency", "--shapes"], "error: exp latency: argument --shapes: expected one argument"),
+    # issue 24: a sweep announced its runs, then failed on the first claim file (two lines)
+    (["sweep", "--preset", "smoke", "--results", "afile/sub"], "error: --results afile/sub is under "),
+    (["reproduce", "--preset", "smoke", "--results", "afile/sub"], "error: --results afile/sub is under "),
+    # issue 24: an answer for a network of 0.001 layers, a 201-digit number in one "line"
+    (["query", "--layers", "0.001"], "error: --layers must be >= 1 (a depth in layers), got 0.001"),
+    (["query", "--layers", "0.5", "--width", "64"], "error: --layers must be >= 1 (a depth in layers), got 0.5"),
+    (["query", "--shape", "0.5x64"], "error: shape '0.5x64': the depth must be >= 1 layer, got 0.5"),
+    (["theory", "params", "--layers", "1", "--width", "1e200", "--heads", "3"],
+     "error: width 1.0000e+200 (201 digits) is not divisible by the number of heads 3\n"),
 ]
 
 # Cases that already held: the contract for every subcommand.
@@ -99,3 +108,63 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert err.startswith("depthwidth: error:") and err.count("\n") == 1 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(_FILES)
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("depthwidth: error:") and err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_a_held_out_split_shorter_than_one_sequence_is_refused_before_training(tmp_path, monkeypatch, capsys,
+                                                                                corpora_dir):
+    # Issue 24: a short corpus trained 100 steps and wrote two checkpoints, then failed
+    # ("held-out split has 15 tokens"). 400 characters: 5% of them, 15 tokens, is the val split.
+    text = (corpora_dir / "tinyshakespeare.txt").read_text()[:400]
+    (tmp_path / "small.txt").write_text(text)
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--preset", "smoke", "--set", f"data.corpus={tmp_path / 'small.txt'}", "--out", "o"]) == 2
+    assert _one_error_line(capsys) == (
+        f"depthwidth: error: the val split of {tmp_path / 'small.txt'} has 15 tokens, fewer than one sequence of 33 "
+        "(model.seq_len + 1): use a longer corpus or a shorter model.seq_len")
+    assert not (tmp_path / "o").exists()
+
+
+def _can_bind_read_only() -> bool:
+    import shutil
+    import subprocess
+
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-rm", "sh", "-c", "mount --bind -o ro /tmp /tmp"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_bind_read_only(), reason="needs `unshare -rm` to bind-mount a directory read-only")
+def test_a_sweep_on_a_read_only_mount_names_the_file_system(tmp_path, cli_cmd):
+    # Issue 24: "[Errno 2] No such file or directory: 'rw/r/runs/<id>/claim.json'", after a
+    # line announcing the runs. (As root a chmod does not stop writes: a read-only mount does.)
+    import shlex
+    import subprocess
+
+    (tmp_path / "ro").mkdir()
+    cmd = " ".join(map(shlex.quote, cli_cmd + ["sweep", "--preset", "smoke", "--results", "ro/r"]))
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount --bind -o ro ro ro && {cmd}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"depthwidth: error: --results ro/r: cannot write in {tmp_path / 'ro'}: Read-only file system\n"
+
+
+def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
+    # Issue 24: the no-hard-links fallback hid EROFS behind ENOENT for the claim file.
+    import errno
+
+    from depthwidth.experiments import claims
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "runs"))
+
+    monkeypatch.setattr(claims, "write_json_atomic", read_only)
+    with pytest.raises(OSError) as e:
+        claims.LocalStore(tmp_path).create_exclusive("runs/x/claim.json", {})
+    assert e.value.errno == errno.EROFS

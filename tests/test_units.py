@@ -48,3 +48,14 @@ def test_parse_float_accepts_finite_numbers_above_the_bound_only():
             parse_float(bad, name="--x")
     with pytest.raises(UserError, match=re.escape("--f must be a factor > 1, got '1'")):
         parse_float("1", name="--f", above=1.0, what="a factor")
+
+
+def test_parse_int_is_exact_above_2_to_the_53():
+    # Issue 24: through a float, 100000000000000001 became 1e17.
+    from depthwidth.units import abbreviate, parse_exact_count, parse_int
+
+    assert parse_int("100000000000000001") == 10**17 + 1
+    assert parse_int("1e200") == 10**200 and parse_int("1.3M") == 1_300_000
+    assert parse_exact_count("123456789012345678901") == 123456789012345678901
+    assert parse_exact_count("2.5") == 2.5
+    assert abbreviate(10**300) == "1.0000e+300 (301 digits)" and abbreviate(12345) == "12,345"

@@ -32,6 +32,7 @@ record atomically.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import socket
@@ -103,7 +104,9 @@ class LocalStore:
                 return True
         try:
             return write_json_atomic(p, obj, exclusive=True)
-        except OSError:
+        except OSError as e:
+            if e.errno in _CANNOT_WRITE:  # the fallback would fail too, and name a missing claim.json
+                raise
             # No hard links (e.g. a gcsfuse mount): O_EXCL create, then verify by re-reading.
             self.enforces_exclusive = False
             try:
@@ -122,6 +125,10 @@ class LocalStore:
             self.path(rel).unlink()
         except FileNotFoundError:
             pass
+
+
+# Errors that say the results directory cannot be written at all (not that it lacks hard links).
+_CANNOT_WRITE = (errno.EROFS, errno.EACCES, errno.ENOTDIR, errno.ENOSPC, errno.EDQUOT)
 
 
 def boot_id() -> str:

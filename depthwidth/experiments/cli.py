@@ -277,6 +277,30 @@ def _float(text: str, name: str) -> float:
     return parse_float(text, name=name)
 
 
+def require_writable_results(results: str) -> None:
+    """UserError (one line) for a local ``--results`` that a sweep could not write: a file, a
+    path under a file, or on a read-only or unwritable directory. Else the sweep announced its
+    runs and failed on the first claim file, in two lines (and on a read-only mount the error
+    named a missing claim.json). URLs are left to their first write."""
+    import os
+
+    if storage.is_file(results):
+        raise UserError(f"--results {results} exists and is not a directory")
+    if storage.is_url(results):
+        return
+    p = Path(results).absolute()
+    above = next(q for q in (p, *p.parents) if q.exists())
+    if not above.is_dir():
+        raise UserError(f"--results {results} is under {above}, which is a file, not a directory")
+    if not os.access(above, os.W_OK | os.X_OK):
+        try:  # os.access says no; a real write says why (a read-only mount, or no permission)
+            probe = storage.path(above) / f".depthwidth-write-probe-{os.getpid()}"
+            probe.mkdir()
+            probe.rmdir()
+        except OSError as e:
+            raise UserError(f"--results {results}: cannot write in {above}: {e.strerror}") from None
+
+
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of :func:`~depthwidth.experiments.ray_runner.run_sweep_on` (run_local_jobs,
     or run_ray_sweep with ``ray``) from the sweep options (:func:`sweep_args`)."""
@@ -287,9 +311,8 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if i >= n:
         raise UserError(f"--worker must be in 0..{n - 1} with --num-workers {n}, got {i}")
     stale = _float(args.stale_after, "--stale-after")
-    if args.results and storage.is_file(args.results):
-        # Else the sweep announces its runs and fails on the first claim file, in two lines.
-        raise UserError(f"--results {args.results} exists and is not a directory")
+    if args.results:
+        require_writable_results(args.results)
     # What a child worker process needs to run the same sweep (--jobs).
     child = ["--preset", args.preset, "--stale-after", args.stale_after]
     child += [x for o in args.overrides for x in ("--set", o)]

@@ -427,6 +427,29 @@ def core_sets(jobs: int, cores: list[int] | None = None) -> list[set[int]] | Non
     return out
 
 
+def _cores() -> int:
+    """The cores this process may run on (its affinity set; ``os.cpu_count`` without one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cap_jobs(jobs: int, runs: int, cores: int, *, num_workers: int = 1, log: Callable[[str], None] = _stderr,
+             name: str = "") -> int:
+    """``jobs`` local workers, capped at the preset's ``runs`` (a worker more has nothing to
+    train) and at this machine's ``cores`` (each worker is one XLA thread pinned to its cores:
+    more would time-share them and start hundreds of processes); a cap is said in one line
+    through ``log``. With several hosts (``num_workers`` > 1) every host must start the same
+    number of workers, whose indices share out the runs: UserError instead of a cap."""
+    cap = max(1, min(jobs, runs, cores))
+    if cap == jobs:
+        return jobs
+    over = [x for x, n in ((f"the preset's {runs} runs", runs), (f"this machine's {cores} cores", cores)) if jobs > n]
+    why = f"--jobs {jobs} is more than {' and '.join(over)}"
+    if num_workers > 1:
+        raise UserError(f"{why}: give every one of the {num_workers} hosts --jobs {cap} or fewer")
+    log(f"[sweep {name}] {why}: running {cap} local worker{'s' if cap > 1 else ''}")
+    return cap
+
+
 def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
     """Make this process (a ``--jobs`` child worker) get SIGTERM when its parent dies, so a
     SIGKILLed parent leaves no orphan training on (the SIGTERM releases the claim, as ever).
@@ -475,6 +498,7 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
 
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
+    jobs = cap_jobs(jobs, len(preset.runs), _cores(), num_workers=num_workers, log=log, name=preset.name)
     if jobs == 1:
         return run_sweep(preset, results, worker=worker, num_workers=num_workers, log=log, **kw)
     storage.require_shared(results, f"--jobs {jobs}")

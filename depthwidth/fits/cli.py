@@ -178,7 +178,10 @@ def _parse_shape(text: str) -> tuple[float, float]:
     if t.count("x") != 1:
         raise UserError(f"shape {text!r} must look like LxD, e.g. 96x12288")
     L, d = t.split("x")
-    return parse_count(L, name="shape depth"), parse_count(d, name="shape width")
+    depth = parse_count(L, name="shape depth")
+    if depth < 1:  # as --layers (_depths): no network has less than one layer
+        raise UserError(f"shape {text!r}: the depth must be >= 1 layer, got {depth:g}")
+    return depth, parse_count(d, name="shape width")
 
 
 def _positive(text: str, name: str) -> float:
@@ -235,7 +238,7 @@ def _query(args: argparse.Namespace) -> int:
         heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
                  "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
-        depths = parse_count_list(args.layers, name="--layers")
+        depths = _depths(args.layers)
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
@@ -243,7 +246,7 @@ def _query(args: argparse.Namespace) -> int:
         heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
     else:
         if args.layers is not None:
-            depths = parse_count_list(args.layers, name="--layers")
+            depths = _depths(args.layers)
             if len(depths) != 1:
                 raise UserError("--width takes one --layers value (use --shape for several shapes)")
             shapes = [(depths[0], parse_count(args.width, name="--width"))]
@@ -261,6 +264,16 @@ def _query(args: argparse.Namespace) -> int:
     text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
+
+
+def _depths(text: str) -> list[float]:
+    """``--layers``: depths of at least one layer (the law is a line in L; below one layer it
+    answers for networks that cannot exist, e.g. 0.001 layers "optimal at N = 286")."""
+    depths = parse_count_list(text, name="--layers")
+    low = [L for L in depths if L < 1]
+    if low:
+        raise UserError(f"--layers must be >= 1 (a depth in layers), got {low[0]:g}")
+    return depths
 
 
 # ---------------------------------------------------------------- predict
@@ -394,9 +407,11 @@ def _lrscan(args: argparse.Namespace) -> int:
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0, unique=True) if args.seeds is not None else None
-    rows = load_scan(args.results, c, power, seeds=seeds, average_seeds=args.average_seeds)
-    lines = [f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
-             f"{'rule lr':>8} {'regret':>7}"]
+    excluded: list[str] = []
+    rows = load_scan(args.results, c, power, seeds=seeds, average_seeds=args.average_seeds, excluded=excluded)
+    lines = [f"excluded {e}" for e in excluded]
+    lines.append(f"{'L':>2} {'d':>4} {'N':>6} {'seed':>4}  test loss at lr ...{'':<28} {'best lr':>8} "
+                 f"{'rule lr':>8} {'regret':>7}")
     for r in rows:
         pts = "  ".join(f"{lr:.3g}:{y:.4f}" for lr, y in zip(r["lrs"], r["losses"]))
         best = r["lr_opt"] if r["lr_opt"] is not None else r["best_scanned"]["lr"]
@@ -410,7 +425,7 @@ def _lrscan(args: argparse.Namespace) -> int:
     if args.average_seeds:
         lines.append("mean: over seeds " + "; ".join(f"L{r['n_layer']} d{r['d_model']}: {','.join(map(str, r['seeds']))}"
                                                      for r in rows) + " (lrs without all of them left out)")
-    emit(args, {"rule": {"c": c, "power": power}, "shapes": rows}, "\n".join(lines))
+    emit(args, {"rule": {"c": c, "power": power}, "shapes": rows, "excluded": excluded}, "\n".join(lines))
     return 0
 
 

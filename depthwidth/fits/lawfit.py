@@ -142,7 +142,7 @@ ERROR_CONVENTION = ("cov: absolute, from the points' bootstrap errors alone (cur
 
 
 def _warnings(points: list[TransitionPoint], table, crossing: str = "last") -> list[str]:
-    out = []
+    out = list(getattr(table, "warnings", []))
     for p in points:
         where = f"pair ({p.L_s}, {p.L_d})"
         if p.status == "multiple":

@@ -103,19 +103,22 @@ def scan_rows(records: list[dict[str, Any]], c: float, power: float = 1.0, *,
 
 
 def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1.0, *,
-              seeds: list[int] | None = None, average_seeds: bool = False) -> list[dict[str, Any]]:
+              seeds: list[int] | None = None, average_seeds: bool = False,
+              excluded: list[str] | None = None) -> list[dict[str, Any]]:
     """:func:`scan_rows` over the training records of one or several results directories.
 
     Several directories make one scan when each holds other lrs of the same protocol (e.g. a
     sweep at an lr rule and sweeps at fractions of it). Records of other kinds are set aside, as
     in the results table; ``seeds`` keeps only those seeds; ``average_seeds`` as in
-    :func:`scan_rows`. Raises UserError (one line) if a
+    :func:`scan_rows`. A finished record that :func:`depthwidth.records.train_record_problem`
+    rejects (an impossible loss, untyped fields) is left out, and ``"<dir>/runs/<id>: <reason>"``
+    appended to ``excluded`` when given. Raises UserError (one line) if a
     directory is missing, if a (depth, width, seed, lr) run is in two directories (it would be
     counted twice), if the finished runs differ in anything but shape, lr and seed, or if no
     shape has finished runs at two or more lrs.
     """
     from depthwidth.fits.table import check_one_lr_protocol
-    from depthwidth.records import TRAIN, iter_records, kind_of
+    from depthwidth.records import TRAIN, iter_records, kind_of, train_record_problem
 
     dirs = [results] if isinstance(results, (str, Path)) else list(results)
     sourced: list[tuple[str, dict[str, Any]]] = []
@@ -123,8 +126,14 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
         recs = iter_records(d)
         if len(dirs) > 1 and not any(kind_of(r) == TRAIN for r in recs):  # a typo must not pass silently
             raise UserError(f"{d} holds no training records")
-        sourced += [(str(d), r) for r in recs if kind_of(r) == TRAIN and r.get("status") == "finished"
-                    and (seeds is None or r.get("seed") in seeds)]
+        for r in recs:
+            if kind_of(r) != TRAIN or r.get("status") != "finished" or (seeds is not None and r.get("seed") not in seeds):
+                continue
+            why = train_record_problem(r)
+            if why is None:
+                sourced.append((str(d), r))
+            elif excluded is not None:
+                excluded.append(f"{d}/runs/{r['run_id']}: {why}")
     if seeds is not None:
         present = {r["seed"] for _, r in sourced}
         absent = [s for s in seeds if s not in present]

@@ -3,14 +3,18 @@
 Reads ``RESULTS/runs/*/record.json`` with :func:`depthwidth.records.iter_records` (format
 documented there). Only records of kind "train" are rows of the table; records of other
 experiment kinds in the same directory are set aside (``other_kinds``), never averaged in. A
-run is *used* when its status is "finished" and its test_loss is a finite number; diverged
-runs, finished runs without a finite test loss, and run directories with no record.json
+run is *used* when :func:`depthwidth.records.train_record_problem` finds nothing wrong with it
+(finished; typed counts; finite losses in (0, 2 ln V]; test_loss_chunks that average to
+test_loss); diverged runs, impossible records and run directories with no record.json
 (unfinished or crashed) are listed with a reason and never averaged in.
 
 Cells are keyed by (n_layer, d_model). All seeds in a cell must share the rest of their
 configuration (the RunConfig identity, :meth:`depthwidth.config.RunConfig.identity`, minus
 train.seed): averaging runs trained differently would be silently wrong, so a mixed cell raises
-UserError. Different cells may differ (e.g. steps scaled with size).
+UserError. Different cells may differ only in what a preset derives from the shape (the lr from
+the width, the steps from the size: :data:`PER_SHAPE`); records of two protocols raise UserError
+even when no cell has both (:func:`check_one_protocol`), and steps that differ between cells are
+named in the fit's warnings.
 
 With ``tune_lr`` (other results directories of the same protocol at other learning rates), a
 cell holds the runs of one lr only: the lr whose runs have the lowest mean *validation* loss,
@@ -38,7 +42,7 @@ import pandas as pd
 from depthwidth import storage
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
-from depthwidth.records import TRAIN, diverged_reason, iter_records, kind_of
+from depthwidth.records import TRAIN, iter_records, kind_of, train_record_problem
 from depthwidth.theory.accounting import kaplan_n
 
 RUN_COLUMNS = ["run_id", "n_layer", "d_model", "n_head", "seed", "status", "test_loss",
@@ -69,6 +73,7 @@ class ResultsTable:
     cells_of: str | None = None  # the results directory whose cells this table was restricted to
     seeds: list[int] | None = None  # the seeds this table was restricted to (None: all)
     lr_tuned: dict[str, Any] | None = None  # with tune_lr: the directories and each cell's lr choice
+    warnings: list[str] = field(default_factory=list)  # what the fit must say about its records (protocols)
 
     def depths(self) -> list[int]:
         return sorted(int(x) for x in self.cells["n_layer"].unique())
@@ -112,35 +117,73 @@ def _context(config: Any, source: str) -> str:
     return json.dumps(identity, sort_keys=True, separators=(",", ":"))
 
 
-def _exclusion_reason(rec: dict[str, Any]) -> str | None:
-    if rec["status"] != "finished":
-        return rec["status"]
-    t = rec["test_loss"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        return "no test_loss"
-    if not math.isfinite(t):
-        return "non-finite test_loss"
-    # A "finished" record from before the rule (records.diverged_reason) can hold an exploded loss.
-    why = diverged_reason(t, rec.get("vocab_size"), "test_loss")
-    return f"diverged: {why}" if why else None
-
-
 def _run_row(rec: dict[str, Any], source: str) -> dict[str, Any]:
+    """One row of ``runs``; ``reason`` (:func:`depthwidth.records.train_record_problem`) says why
+    the record is not used, None when it is. An excluded record's fields are shown, not trusted."""
+    reason = train_record_problem(rec)
     params = rec["params"] if isinstance(rec["params"], dict) else {}
     L, d = rec["n_layer"], rec["d_model"]
-    if not (isinstance(L, int) and isinstance(d, int) and L >= 1 and d >= 1):
-        raise UserError(f"{source}: n_layer and d_model must be positive integers, got {L!r}, {d!r}")
-    # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
-    N = params["kaplan"] if "kaplan" in params else kaplan_n(L, d)
-    if isinstance(N, bool) or not isinstance(N, (int, float)) or not (math.isfinite(N) and N > 0):
-        raise UserError(f"{source}: params.kaplan must be a positive number, got {N!r}")  # ln N is fitted
+    N = math.nan
+    if reason is None:
+        # The record's own count is authoritative; 12·L·d² is its definition when it is absent.
+        N = float(params["kaplan"] if "kaplan" in params else kaplan_n(L, d))
     return {
         "run_id": rec["run_id"], "n_layer": L, "d_model": d, "n_head": rec["n_head"],
         "seed": rec["seed"], "status": rec["status"], "test_loss": rec["test_loss"],
-        "N": float(N), "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
-        "tokens": rec["tokens"], "steps": rec.get("steps"), "context": _context(rec.get("config"), source),
-        "chunks": rec.get("test_loss_chunks"),
+        "N": N, "N_exact": params.get("non_embedding"), "N_embedding": params.get("embedding"),
+        "tokens": rec["tokens"], "steps": rec.get("steps"),
+        "context": _context(rec.get("config"), source) if reason is None else None,
+        "chunks": rec.get("test_loss_chunks"), "reason": reason,
     }
+
+
+# What the cells of one fit may differ in: the shape, the seed, and what a preset derives from
+# the shape (grid.lr_rule: the lr from the width; grid.scale_steps: the steps and warm-up).
+PER_SHAPE = (("model", "n_layer"), ("model", "d_model"), ("train", "seed"), ("train", "lr"),
+             ("train", "steps"), ("train", "warmup_steps"))
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v, sort_keys=True)
+    return out
+
+
+def _protocol(context: str) -> str:
+    ident = json.loads(context)
+    if not isinstance(ident, dict):
+        return context
+    for sec, k in PER_SHAPE:
+        ident.get(sec, {}).pop(k, None)
+    return json.dumps(ident, sort_keys=True)
+
+
+def check_one_protocol(used: pd.DataFrame, results: str) -> list[str]:
+    """Every record of a fit must come from one training protocol, not only the seeds of a
+    cell: UserError (naming the fields that differ and a run of each protocol) when the used
+    runs differ in anything but :data:`PER_SHAPE`. Steps that differ between cells, and lrs
+    that differ at one width, are legitimate in a preset that scales them (grid.scale_steps),
+    but also what mixing two sweeps looks like: returned as warnings that name them."""
+    protocols = used["context"].map(_protocol)
+    if protocols.nunique() > 1:
+        groups = sorted(used.groupby(protocols, sort=False), key=lambda pg: (-len(pg[1]), sorted(pg[1]["run_id"])[0]))
+        flats = [_flat(json.loads(p)) if p != "null" else {"config": "null"} for p, _ in groups]
+        keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1})
+        runs = "; ".join(f"{len(g)} like {sorted(g['run_id'])[0]}" for _, g in groups)
+        raise UserError(f"the records of {results} mix {len(groups)} training protocols (they differ in "
+                        f"{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}): {runs}; "
+                        "fit one protocol at a time")
+    warnings = []
+    steps = used.groupby("steps", dropna=False)
+    if len(steps) > 1:
+        warnings.append("the runs were trained for different numbers of steps: " + ", ".join(
+            f"{s} ({g[['n_layer', 'd_model']].drop_duplicates().shape[0]} cells, e.g. {sorted(g['run_id'])[0]})"
+            for s, g in steps) + "; right only for a preset that scales steps with size (grid.scale_steps)")
+    return warnings
 
 
 def load_table(results: str | Path, cells_of: str | Path | None = None,
@@ -157,7 +200,8 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     with the lowest mean validation loss are used (module docstring; ``lr_tuned`` says which).
 
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
-    configurations differ beyond the seed, or no run is usable; with ``tune_lr``, also if the
+    configurations differ beyond the seed, the used runs come from two training protocols
+    (:func:`check_one_protocol`), or no run is usable; with ``tune_lr``, also if the
     directories' runs differ beyond shape, lr and seed, or one run (shape, seed, lr) is in two.
     """
     tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
@@ -200,9 +244,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     rows = [_run_row(r, r["run_id"]) for r in records]
     unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
     unfinished += extra_unfinished
-    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
-    reasons = [_exclusion_reason(r) for r in records]
-    runs["reason"] = reasons
+    runs = pd.DataFrame(rows, columns=[*RUN_COLUMNS, "reason"])
     used_mask = runs["reason"].isna()
     excluded = runs.loc[~used_mask].reset_index(drop=True)
     used = runs.loc[used_mask].copy()
@@ -210,6 +252,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
                         f"{len(excluded)} excluded, {len(unfinished)} unfinished")
     used["test_loss"] = used["test_loss"].astype(float)
+    warnings = check_one_protocol(used, str(results))
 
     cells_rows = []
     losses: dict[tuple[int, int], list[float]] = {}
@@ -240,7 +283,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
                         unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
                         cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds,
-                        lr_tuned=lr_tuned)
+                        lr_tuned=lr_tuned, warnings=warnings)
 
 
 # What the runs of one lr scan or lr choice may differ in: the shape, the lr and the seed.

@@ -25,7 +25,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from depthwidth import hostcpu
+from depthwidth import hostcpu, interrupts
 from depthwidth.config import RunConfig
 from depthwidth.errors import UserError
 from depthwidth.models import sharding as sh
@@ -138,7 +138,9 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
     _check_fits({"argument_bytes": (state_bytes + param_bytes) // mesh.devices.size}, mesh)
     b_shard = sh.batch_sharding(mesh, cfg.mesh)
     t0 = time.perf_counter()
-    train_step, eval_step = _compile_steps(cfg, mesh, layout, b_shard, train=train)
+    # a Ctrl-C inside XLA's compile left it running under the exiting interpreter: exit 139
+    with interrupts.deferred():
+        train_step, eval_step = _compile_steps(cfg, mesh, layout, b_shard, train=train)
     compile_s = time.perf_counter() - t0
     memory = _memory(train_step) if train else {}
     _check_fits(memory, mesh)

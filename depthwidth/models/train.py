@@ -126,11 +126,23 @@ def _open_data(cfg: RunConfig, rdir: Path, data_dir: str | Path | None, main: bo
     (the config as requested, whose id is the run id, and the resolved vocabulary)."""
     prepared = open_prepared(prepared_dir_for(cfg.data, data_dir))
     rcfg = resolve_vocab(cfg, prepared.vocab_size)
+    _check_splits(prepared, rcfg.model.seq_len, cfg.data.corpus)
     if main:
         rdir.mkdir(parents=True, exist_ok=True)
         records.write_json_atomic(rdir / "config.json", {"run_id": cfg.run_id(), "config": cfg.to_dict(),
                                                           "vocab_size": rcfg.model.vocab_size})
     return prepared, rcfg
+
+
+def _check_splits(prepared: Prepared, seq_len: int, corpus: str) -> None:
+    """UserError when a split holds less than one sequence of ``seq_len`` + 1 tokens (what a
+    batch and :func:`depthwidth.models.engine.evaluate` need): before anything is compiled or
+    trained, not after the training it would have thrown away."""
+    for name in ("train", "val", "test"):
+        n = len(getattr(prepared, name))
+        if n < seq_len + 1:
+            raise UserError(f"the {name} split of {corpus} has {n} tokens, fewer than one sequence of "
+                            f"{seq_len + 1} (model.seq_len + 1): use a longer corpus or a shorter model.seq_len")
 
 
 @contextlib.contextmanager

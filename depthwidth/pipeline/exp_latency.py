@@ -29,6 +29,7 @@ DESCRIPTION = (
     "and the tied vocabulary head), to show the vocabulary's share. One record per unit; a rerun skips "
     "measured units.")
 MODEL_FILE = "latency_model.json"
+COMMITTED = "results/exp-latency"  # the default --results, whose records are the checkout's result
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -83,19 +84,40 @@ def run(args: argparse.Namespace) -> int:
 
     c = _checked(args)
     threads = latency.select_threads(args.threads)  # before jax starts its backend
-    specs = _specs(c, args, threads, latency.device_name(threads))
+    device = latency.device_name(threads)
+    _refuse_another_machine(args.results, device)
+    specs = _specs(c, args, threads, device)
     done = latency.measure(args.results, specs, log=None if args.no_progress else latency.stderr_log)
     ids = {kinds.unit_id(latency.KIND, s.to_dict()) for s in specs}
     stored = records.records_of_kind(args.results, latency.KIND)
     groups = fit.summarize(fit.latency_rows([r for r in stored if r["run_id"] in ids]))  # this command's units
     model_path = Path(args.results) / MODEL_FILE  # every stored group's model, for a later query
     models = [g["model"] for g in fit.summarize(fit.latency_rows(stored)) if g["model"]]
-    records.write_json_atomic(model_path, {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models})
+    records.write_if_changed(model_path, records.json_text(
+        {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models}))
     figures = [] if args.no_figure else _draw(groups, args.out or str(Path(args.results) / "figures"))
     out = {"results": str(args.results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
            "groups": groups, "model_file": str(model_path), "figures": figures}
     emit(args, out, _text(out))
     return 0
+
+
+def _refuse_another_machine(results: str, device: str) -> None:
+    """UserError when ``results`` is the checkout's :data:`COMMITTED` directory and its records
+    were measured on other devices only: measuring there would add this machine's records and
+    rewrite the committed latency_model.json and figure, so a committed result would change
+    because the command ran on another CPU. Any other --results is the caller's to fill."""
+    from depthwidth import records
+    from depthwidth.errors import UserError
+    from depthwidth.experiments import latency
+
+    if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
+        return
+    theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, latency.KIND)
+                     if isinstance(r.get("config"), dict)})
+    if theirs and device not in theirs:
+        raise UserError(f"{results} holds the committed measurements of {', '.join(theirs)}, not of this machine "
+                        f"({device}); they stay as they are: pass --results DIR to measure this machine")
 
 
 def _draw(groups: list[dict[str, Any]], out_dir: str) -> list[str]:

@@ -11,7 +11,7 @@ import argparse
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
-from depthwidth.units import parse_count, parse_int, parse_int_list
+from depthwidth.units import abbreviate, parse_count, parse_exact_count, parse_int, parse_int_list
 
 
 def _int(name: str, minimum: int = 1):
@@ -26,8 +26,13 @@ def _count(name: str):
     return lambda s: parse_count(s, name=name)
 
 
+def _fixed(x: float, places: int) -> str:
+    """``x`` with ``places`` decimals, or in 6 significant digits when that would be a long line."""
+    return f"{x:.{places}f}" if abs(x) < 1e12 else f"{x:.6g}"
+
+
 def _n(x) -> str:
-    return f"{x:,}"
+    return abbreviate(x) if isinstance(x, int) else f"{x:,}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_params)
 
     p = cmds.add_parser("shapes", help="equal-budget shapes: the width for each depth")
-    p.add_argument("--budget", type=_count("--budget"), required=True, help="non-embedding parameters N")
+    p.add_argument("--budget", type=lambda s: parse_exact_count(s, name="--budget"), required=True,
+                   help="non-embedding parameters N")
     p.add_argument("--depths", type=_ints("--depths"), required=True, help="depths, e.g. 3,12,27")
     p.add_argument(
         "--count",
@@ -229,6 +235,11 @@ def _params(args) -> int:
     return 0
 
 
+# A shape whose count is further than this from the budget (relative) answers another question:
+# flagged, e.g. depth 100 for a budget of 10, where even width 1 is 119x the budget.
+SHAPE_FAR = 0.5
+
+
 def _shapes(args) -> int:
     import math
 
@@ -236,15 +247,20 @@ def _shapes(args) -> int:
 
     multiple = args.multiple_of if args.heads is None else math.lcm(args.multiple_of, args.heads)
     shapes = shape_family(args.budget, args.depths, args.count, multiple)
-    budget = int(args.budget) if float(args.budget).is_integer() else args.budget
-    out = {"budget": budget, "count": args.count, "multiple_of": multiple, "shapes": shapes}
+    warnings = [f"depth {s['n_layer']}: the nearest width, d = {_n(s['d_model'])}, has {_n(s['params'])} parameters, "
+                f"{s['params'] / args.budget:.3g}x the budget: no width of this depth comes within "
+                f"{SHAPE_FAR:.0%} of it" for s in shapes if abs(s["rel_deviation"]) > SHAPE_FAR]
+    out = {"budget": args.budget, "count": args.count, "multiple_of": multiple, "shapes": shapes,
+           "warnings": warnings}
     head = f"{'L':>5} {'d':>8} {'d exact':>12} {'params':>18} {'rel dev':>10} {'d/L':>8}"
     body = [
-        f"{s['n_layer']:>5} {s['d_model']:>8} {s['d_model_exact']:>12.2f} {_n(s['params']):>18} "
-        f"{s['rel_deviation']:>+10.2e} {s['aspect_ratio']:>8.1f}"
+        f"{s['n_layer']:>5} {_n(s['d_model']):>8} {_fixed(s['d_model_exact'], 2):>12} {_n(s['params']):>18} "
+        f"{s['rel_deviation']:>+10.2e} {_fixed(s['aspect_ratio'], 1):>8}"
         for s in shapes
     ]
-    emit(args, out, "\n".join([f"budget {args.budget:,.0f} ({args.count} count)", head, *body]))
+    budget = _n(args.budget) if isinstance(args.budget, int) else f"{args.budget:,.6g}"
+    emit(args, out, "\n".join([f"budget {budget} ({args.count} count)", head, *body,
+                               *(f"warning: {w}" for w in warnings)]))
     return 0
 
 
@@ -300,7 +316,7 @@ def _bounds(args) -> int:
 
     out = separation.bounds(args.layers, args.width, args.heads)
     lines = [
-        f"{args.layers} x {args.width}, {args.heads} heads: {out['regime']} (L_th = {out['threshold_depth']:.4g})",
+        f"{_n(args.layers)} x {_n(args.width)}, {_n(args.heads)} heads: {out['regime']} (L_th = {out['threshold_depth']:.4g})",
         f"log3 sep in [{out['log3_sep_lower']:.6g}, {out['log3_sep_upper']:.6g}] (published forms, "
         "constants reconstructed)",
         f"log3 C(3^L + d_x, d_x) = {out['log3_monomial_count']:.6g}",
@@ -347,11 +363,11 @@ def _mlp(args) -> int:
     from depthwidth.theory.mlp import mlp_summary
 
     r = mlp_summary(args.d_in, args.hidden, args.d_out)
-    widths = " -> ".join(str(w) for w in [args.d_in, *args.hidden, args.d_out])
+    widths = " -> ".join(_n(w) for w in [args.d_in, *args.hidden, args.d_out])
     text = (
         f"{widths}: {_n(r['params'])} parameters\n"
         f"one hidden layer of the same budget: {_n(r['equal_budget_single_layer_width'])} units "
-        f"({_n(r['single_layer_params'])} parameters, {r['unit_cost']} per unit)"
+        f"({_n(r['single_layer_params'])} parameters, {_n(r['unit_cost'])} per unit)"
     )
     emit(args, r, text)
     return 0

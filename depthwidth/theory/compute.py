@@ -32,6 +32,7 @@ import numpy as np
 from depthwidth.errors import UserError
 from depthwidth.theory.accounting import kaplan_params
 from depthwidth.theory.validate import positive_int
+from depthwidth.units import abbreviate
 
 CONVENTIONS = {
     "causal": "MaxText/Kaplan: causal half of the score matrix, training attention 6*L*T*d",
@@ -143,7 +144,7 @@ def activation_bytes_per_token(
     V = positive_int(vocab_size, "vocab_size", minimum=0)
     f = 4 * d if d_ff is None else positive_int(d_ff, "d_ff")
     if np.any(np.asarray(d) % np.asarray(H) != 0):
-        raise UserError(f"width {d_model} is not divisible by the number of heads {n_head}")
+        raise UserError(f"width {abbreviate(d_model)} is not divisible by the number of heads {abbreviate(n_head)}")
     scores = p * H * T if store_scores else 0
     attn = 5 * p * d + scores
     mlp = p * d + 2 * p * f

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 from depthwidth.errors import UserError
+from depthwidth.units import abbreviate
 
 # numpy is imported inside each function, so that modules validating through these helpers
 # (theory.accounting, on the `depthwidth query` path) load without it.
@@ -69,4 +70,4 @@ def heads_divide_width(d_model, n_head) -> None:
     import numpy as np
 
     if np.any(np.asarray(d_model) % np.asarray(n_head) != 0):
-        raise UserError(f"width {d_model} is not divisible by the number of heads {n_head}")
+        raise UserError(f"width {abbreviate(d_model)} is not divisible by the number of heads {abbreviate(n_head)}")

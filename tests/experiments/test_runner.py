@@ -353,9 +353,41 @@ def test_jobs_children_are_told_their_parent(tmp_path, monkeypatch):
 
     monkeypatch.setattr("subprocess.Popen", P)
     monkeypatch.setattr(runner, "core_sets", lambda jobs: None)
+    monkeypatch.setattr(runner, "_cores", lambda: 2)  # the test process itself is pinned to one core
     monkeypatch.setattr(runner, "run_sweep", lambda preset, results, **kw: runner.SweepReport(
         preset="smoke", results=str(results), groups={}, worker=0, num_workers=2, total=0))
     monkeypatch.setattr(runner, "_recount", lambda *a: None)
     runner.run_local_jobs(SMOKE, tmp_path, ["--preset", "smoke"], jobs=2, log=lambda m: None)
     (cmd,) = seen
     assert cmd[cmd.index("--parent-pid") + 1] == str(os.getpid())
+
+
+def test_jobs_beyond_the_runs_or_the_cores_are_capped_with_one_line(tmp_path, monkeypatch):
+    # Issue 24: `sweep --jobs 999` started 998 worker processes for 8 runs on 2 cores.
+    seen, said = [], []
+
+    class P:
+        returncode = 0
+
+        def __init__(self, cmd, **kw):
+            seen.append(cmd)
+
+        def communicate(self):
+            return (json.dumps({"trained": [], "failed": [], "busy": []}), "")
+
+    monkeypatch.setattr("subprocess.Popen", P)
+    monkeypatch.setattr(runner, "core_sets", lambda jobs: None)
+    monkeypatch.setattr(runner, "_cores", lambda: 2)
+    monkeypatch.setattr(runner, "run_sweep", lambda preset, results, **kw: runner.SweepReport(
+        preset="smoke", results=str(results), groups={}, worker=0, num_workers=2, total=0))
+    monkeypatch.setattr(runner, "_recount", lambda *a: None)
+    runner.run_local_jobs(SMOKE, tmp_path, ["--preset", "smoke"], jobs=999, log=said.append)
+    assert len(seen) == 1  # this process and one child: 2 workers on 2 cores
+    assert said == ["[sweep smoke] --jobs 999 is more than the preset's 8 runs and this machine's 2 cores: "
+                    "running 2 local workers"]
+    assert runner.cap_jobs(5, 8, 2, log=said.append, name="x") == 2
+    assert said[-1] == "[sweep x] --jobs 5 is more than this machine's 2 cores: running 2 local workers"
+    assert runner.cap_jobs(2, 8, 2, log=said.append) == 2 and len(said) == 2  # within both: nothing said
+    with pytest.raises(UserError, match=r"^--jobs 5 is more than this machine's 2 cores: give every one of the 3 "
+                                        r"hosts --jobs 2 or fewer$"):
+        runner.cap_jobs(5, 8, 2, num_workers=3)

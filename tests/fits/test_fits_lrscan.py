@@ -135,3 +135,17 @@ def test_a_directory_without_records_or_an_absent_seed_is_refused(tmp_path):
         lrscan.load_scan([rule, half], c=0.4, seeds=[0, 7])
     with pytest.raises(UserError, match="non-empty path"):
         lrscan.load_scan([rule, ""], c=0.4)
+
+
+def test_an_impossible_record_is_left_out_of_the_scan_and_named(tmp_path, capsys):
+    # Issue 24: the one record validator is also the lr scan's; a negative loss would be the
+    # parabola's best point.
+    for lr in (2.5e-3, 6.5e-3, 1e-2):
+        write(tmp_path, 2, 32, 0, lr, loss_at(lr))
+    write(tmp_path, 2, 32, 0, 4e-3, -1.5)
+    (row,) = lrscan.load_scan(tmp_path, c=0.256)
+    assert row["lrs"] == [2.5e-3, 6.5e-3, 1e-2] and row["lr_opt"] == pytest.approx(LR_OPT, rel=1e-9)
+    assert main(["lrscan", "--results", str(tmp_path), "--rule-c", "0.256"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"excluded {tmp_path}/runs/L2-d32-h2-s0-") and first.endswith(
+        ": test_loss -1.5 is not positive (a cross-entropy on held-out text is > 0 nats/token)")

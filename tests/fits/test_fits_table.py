@@ -108,8 +108,9 @@ def test_a_finished_record_with_an_exploded_loss_is_excluded_as_diverged(tmp_pat
     assert sorted(t.losses[(2, 64)]) == [2.0, 2.0]
 
 
-def test_a_record_with_zero_params_is_one_line_error(tmp_path):
-    # Issue 10: `fit` / `figs` on a record whose N is 0 died with "math domain error".
+def test_a_record_with_zero_params_is_excluded_with_its_reason(tmp_path):
+    # Issue 10: `fit` / `figs` on a record whose N is 0 died with "math domain error"; issue 24:
+    # one validator for every record, so it is excluded with the reason, like any impossible one.
     import json
 
     for s in range(2):
@@ -118,5 +119,104 @@ def test_a_record_with_zero_params_is_one_line_error(tmp_path):
     p = run_dir(tmp_path, bad) / "record.json"
     rec = json.loads(p.read_text())
     write_json_atomic(p, {**rec, "params": {**rec["params"], "kaplan": 0}})
-    with pytest.raises(UserError, match=rf"{bad}: params.kaplan must be a positive number, got 0"):
+    t = load_table(tmp_path)
+    (reason,) = t.excluded.loc[t.excluded["run_id"] == bad, "reason"]
+    assert reason == "params.kaplan is not a positive integer (0)"
+    assert t.cells[["n_layer", "d_model"]].values.tolist() == [[2, 64]]
+
+
+def _edit(results, run_id, **fields):
+    import json
+
+    p = run_dir(results, run_id) / "record.json"
+    write_json_atomic(p, {**json.loads(p.read_text()), **fields})
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"test_loss": -1.5}, "test_loss -1.5 is not positive (a cross-entropy on held-out text is > 0 nats/token)"),
+    ({"test_loss": 0}, "test_loss 0 is not positive (a cross-entropy on held-out text is > 0 nats/token)"),
+    ({"test_loss": "2.0"}, "test_loss is not a number ('2.0')"),
+    ({"val_loss": -0.1}, "val_loss -0.1 is not positive (a cross-entropy on held-out text is > 0 nats/token)"),
+    ({"params": "12288"}, "params is not an object of parameter counts ('12288')"),
+    ({"params": {"kaplan": 98304.0}}, "params.kaplan is not a positive integer (98304.0)"),
+    ({"n_head": True}, "n_head is not a positive integer (True)"),
+    ({"tokens": -5}, "tokens is not a positive integer (-5)"),
+    ({"test_loss_chunks": [-2.1, -2.3]}, "test_loss_chunks[0] -2.1 is not positive (a cross-entropy on held-out "
+                                         "text is > 0 nats/token)"),
+    # the chunks of another run: finite and positive, but their mean is not this record's loss
+    ({"test_loss_chunks": [2.5, 2.7], "test_sequences": 64}, "test_loss_chunks average 2.6, not test_loss 2.2 "
+                                                             "(they are the same evaluation, within 0.0001)"),
+    ({"test_loss_chunks": [2.5, 2.7]}, "test_loss_chunks average 2.6, not test_loss 2.2 (they are the same "
+                                       "evaluation, within 0.01)"),
+])
+def test_an_impossible_record_is_excluded_with_its_reason(tmp_path, fields, reason):
+    # Issue 24: test_loss -1.5 or 0, negated chunks and params as a string were all used.
+    for s in range(2):
+        write(tmp_path, 2, 64, s, 2.0)
+    bad = write(tmp_path, 2, 64, 2, 2.2)
+    _edit(tmp_path, bad, **fields)
+    t = load_table(tmp_path)
+    assert dict(zip(t.excluded["run_id"], t.excluded["reason"])) == {bad: reason}
+    assert t.losses[(2, 64)] == [2.0, 2.0]
+
+
+def test_chunks_that_average_to_the_test_loss_are_kept(tmp_path):
+    # 5 sequences in 2 chunks hold 2 and 3 of them: the weighted mean (2·2.0 + 3·2.5)/5 = 2.3 is
+    # the loss (the plain mean, 2.25, is 2% off: the weights come from test_sequences).
+    for s in range(2):
+        write(tmp_path, 2, 64, s, 2.0)
+    ok = write(tmp_path, 2, 64, 2, 2.3)
+    _edit(tmp_path, ok, test_loss_chunks=[2.0, 2.5], test_sequences=5)
+    t = load_table(tmp_path)
+    assert t.excluded.empty and sorted(t.losses[(2, 64)]) == [2.0, 2.0, 2.3]
+
+
+def _write_protocol(results, L, d, seed, loss, steps=2000, batch_size=32, lr=3e-3):
+    cfg = RunConfig(model=ModelConfig(n_layer=L, d_model=d, n_head=2, vocab_size=65, seq_len=64),
+                    train=TrainConfig(seed=seed, steps=steps, batch_size=batch_size, lr=lr, warmup_steps=10))
+    rec = {"schema": 1, "run_id": cfg.run_id(), "status": "finished", "config": cfg.to_dict(),
+           "n_layer": L, "d_model": d, "n_head": 2, "seed": seed, "params": {"kaplan": 12 * L * d * d},
+           "tokens": steps * batch_size * 64, "steps": steps, "test_loss": loss}
+    write_json_atomic(run_dir(results, cfg.run_id()) / "record.json", rec)
+    return cfg.run_id()
+
+
+def test_two_protocols_without_a_shared_cell_are_refused(tmp_path):
+    # Issue 24: results/cpu plus the smoke preset's records of other cells (100 steps, B=16,
+    # lr 1e-2) were fitted together, exit 0, no warning.
+    long_ids = [_write_protocol(tmp_path, L, d, s, 2.0) for L, d in ((1, 46), (2, 32)) for s in (0, 1)]
+    short = _write_protocol(tmp_path, 1, 16, 0, 2.5, steps=100, batch_size=16, lr=1e-2)
+    with pytest.raises(UserError) as e:
         load_table(tmp_path)
+    assert str(e.value) == (f"the records of {tmp_path} mix 2 training protocols (they differ in train.batch_size): "
+                            f"4 like {sorted(long_ids)[0]}; 1 like {short}; fit one protocol at a time")
+
+
+def test_steps_that_differ_between_cells_are_named_in_the_fits_warnings(tmp_path):
+    # The same protocol otherwise (a preset with grid.scale_steps, or two sweeps of different
+    # lengths): used, and the fit says so.
+    from depthwidth.fits.lawfit import build_fit
+
+    a = [_write_protocol(tmp_path, 1, 46, s, 2.0) for s in (0, 1)]
+    b = [_write_protocol(tmp_path, 2, 32, s, 2.1, steps=100) for s in (0, 1)]
+    t = load_table(tmp_path)
+    assert t.excluded.empty and len(t.cells) == 2
+    assert t.warnings == [f"the runs were trained for different numbers of steps: 100 (1 cells, e.g. {sorted(b)[0]}), "
+                          f"2000 (1 cells, e.g. {sorted(a)[0]}); right only for a preset that scales steps with "
+                          "size (grid.scale_steps)"]
+    assert t.warnings[0] in build_fit(t, bootstrap=10)["warnings"]
+
+
+def test_fit_prints_an_impossible_record_and_its_reason(tmp_path, capsys):
+    # Issue 24: test_loss -1.5 gave exit 0 and "0 excluded", and the transition moved.
+    from depthwidth.cli import main
+
+    for L in (1, 2):
+        for s in range(2):
+            write(tmp_path, L, 64, s, 2.0 + 0.1 * L)
+    bad = write(tmp_path, 1, 64, 2, 2.1)
+    _edit(tmp_path, bad, test_loss=-1.5)
+    assert main(["fit", "--results", str(tmp_path), "--out", str(tmp_path / "f.json"), "--bootstrap", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("5 records, 4 used in 2 (depth, width) cells, 1 excluded, 0 unfinished")
+    assert lines[1] == f"  excluded {bad}: test_loss -1.5 is not positive (a cross-entropy on held-out text is > 0 nats/token)"

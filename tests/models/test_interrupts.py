@@ -187,3 +187,53 @@ def test_a_tensorstore_callback_into_a_closed_loop_prints_nothing_but_other_erro
     assert done.returncode == 0 and done.stderr.rstrip().endswith("done"), done.stderr[-2000:]
     assert "ValueError: another unraisable error" in done.stderr
     assert ("Event loop is closed" in done.stderr) == (mode == "control"), done.stderr[-2000:]
+
+
+# The CLI in a terminal, plus one probe: the first XLA compile sends this process SIGINT (or
+# SIGTERM) 2 s after it starts, so the signal lands inside the C++ compile, not in tracing (at
+# 1 s the old code still exited 130 here, at 2 s and 4 s it segfaulted). Four unrolled layers
+# make that compile long (~30 s on a loaded 2-core machine), so 2 s is inside it on faster ones.
+_DURING_COMPILE = (
+    "import os, signal, sys, threading\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "from jax._src import compiler\n"
+    "real, sent, sig = compiler.backend_compile_and_load, [], int(sys.argv.pop(1))\n"
+    "def probe(*a, **k):\n"
+    "    if not sent:\n"
+    "        sent.append(1)\n"
+    "        threading.Timer(2.0, os.kill, (os.getpid(), sig)).start()\n"
+    "    return real(*a, **k)\n"
+    "compiler.backend_compile_and_load = probe\n"
+    "from depthwidth.cli import main\n"
+    "sys.exit(main())\n")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_xla_compilation_is_one_line_and_exit_130(sig, tmp_path, engine_env):
+    # Before (issue 24): "interrupted", then exit 139. jaxlib compiles in a worker thread and
+    # polls signals from the main thread, so the KeyboardInterrupt returned to Python while
+    # the compile ran on; the interpreter's teardown under that thread segfaulted.
+    out = tmp_path / "r"
+    long_compile = ["--set", "model.n_layer=4", "--set", "model.scan_unroll=4"]
+    done = subprocess.run([sys.executable, "-c", _DURING_COMPILE, str(int(sig))] + ARGS + long_compile + ["--out", str(out)],
+                          env=engine_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert _errors(done.stderr) == ["depthwidth: interrupted"], done.stderr[-2000:]
+    assert not list(out.glob("runs/*/record.json"))
+
+
+def test_a_jobs_child_leaves_the_interrupted_line_to_its_parent(tmp_path, monkeypatch, capsys):
+    # Issue 24: `reproduce --jobs 2` interrupted printed "interrupted" twice: Ctrl-C reaches the
+    # whole process group, and the child worker (started with --parent-pid) printed it too.
+    from depthwidth.cli import main
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("depthwidth.experiments.ray_runner.run_sweep_on", interrupted)
+    monkeypatch.setattr("depthwidth.experiments.runner.die_with_parent", lambda pid: None)
+    argv = ["sweep", "--preset", "smoke", "--results", str(tmp_path / "r")]
+    assert main(argv + ["--parent-pid", str(os.getpid())]) == 130
+    assert capsys.readouterr().err == ""
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "depthwidth: interrupted\n"

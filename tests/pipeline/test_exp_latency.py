@@ -171,3 +171,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, needle):
     err = capsys.readouterr().err.strip()
     assert err.startswith("depthwidth: error:") and needle in err and "\n" not in err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_committed_directory_is_not_rewritten_on_another_machine(tmp_path, monkeypatch, capsys):
+    # Issue 24: `exp latency` in the checkout re-measured on another CPU model and rewrote the
+    # committed latency_model.json and figure. Refused, before anything is measured or written.
+    from depthwidth.experiments import latency
+    from depthwidth.records import Record, write_record
+
+    results = tmp_path / "results" / "exp-latency"
+    write_record(results, Record(run_id="latency-theirs", status="measured", kind=latency.KIND,
+                                 config={"device": "cpu/Intel(R) Xeon(R) Processor @ 2.80GHz"}))
+    before = sorted(p.relative_to(results) for p in results.rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(latency, "select_threads", lambda threads: 2)
+    monkeypatch.setattr(latency, "device_name", lambda threads: "cpu/AMD EPYC 9654")
+    assert main(["exp", "latency"]) == 2
+    assert capsys.readouterr().err == (
+        "depthwidth: error: results/exp-latency holds the committed measurements of cpu/Intel(R) Xeon(R) Processor @ "
+        "2.80GHz, not of this machine (cpu/AMD EPYC 9654); they stay as they are: pass --results DIR to measure "
+        "this machine\n")
+    assert sorted(p.relative_to(results) for p in results.rglob("*")) == before

@@ -158,3 +158,34 @@ def test_cli_imports_no_jax_and_stays_light():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60)
+
+
+def test_integers_above_2_to_the_53_are_parsed_exactly(capsys):
+    # Issue 24: --width 100000000000000001 went through a float and printed 1e17's "exact"
+    # count; --budget 123456789012345678901 was echoed as 123,456,789,012,345,683,968.
+    d = 10**17 + 1
+    r = run_json(capsys, "params", "--layers", "1", "--width", str(d), "--heads", "1")
+    assert r["kaplan_params"] == 12 * d * d and r["stack_params"] == 12 * d * d + 13 * d + 2 * d
+    assert main(["theory", "params", "--layers", "1", "--width", str(d), "--heads", "1"]) == 0
+    assert "120,000,000,000,000,002,400,000,000,000,000,012" in capsys.readouterr().out  # 12 d^2, 36 digits
+    r = run_json(capsys, "shapes", "--budget", "123456789012345678901", "--depths", "2")
+    assert r["budget"] == 123456789012345678901
+    assert main(["theory", "shapes", "--budget", "123456789012345678901", "--depths", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "budget 123,456,789,012,345,678,901 (kaplan count)"
+
+
+def test_a_shape_far_from_the_budget_is_flagged(capsys):
+    # Issue 24: depth 100 at a budget of 10 answered d = 1 (1,200 parameters) without a word.
+    r = run_json(capsys, "shapes", "--budget", "10", "--depths", "100,1")
+    assert [s["d_model"] for s in r["shapes"]] == [1, 1]
+    assert r["warnings"] == ["depth 100: the nearest width, d = 1, has 1,200 parameters, 120x the budget: "
+                             "no width of this depth comes within 50% of it"]
+    assert main(["theory", "shapes", "--budget", "10", "--depths", "100"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"warning: {r['warnings'][0]}"
+
+
+def test_huge_counts_are_abbreviated_in_outputs(capsys):
+    # Issue 24: 300-digit counts filled the terminal; --json keeps them exact.
+    assert main(["theory", "flops", "--layers", "1e300", "--width", "2", "--context", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "3.0000e+302 (303 digits)" in out and max(map(len, out.splitlines())) < 200
