@@ -37,7 +37,7 @@ intervals and figures. Module level imports only the stdlib.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -226,7 +226,7 @@ class LawFit:
     b: float
     cov: Any
     stats: dict[str, Any]
-    form: LawForm = field(default=None)  # type: ignore[assignment]
+    form: LawForm | None = None  # None: the default form
 
     def to_dict(self) -> dict[str, Any]:
         """The fit file's ``law`` object (format in :mod:`depthwidth.fits.law`)."""
