@@ -202,8 +202,20 @@ def test_unknown_forms_are_one_line_errors(tmp_path, capsys):
     assert not (tmp_path / "p.json").exists()
 
 
-def test_estimators_refuse_a_non_linear_form(log_sweep, capsys):
+def test_estimators_refit_the_fits_form(log_sweep, capsys):
     root, _ = log_sweep
     rc = main(["fit", "--results", str(root / "res"), "--out", str(root / "e.json"), "--law-form", "log-depth",
-               "--estimators"])
-    assert rc == 2 and "drop --law-form log-depth" in capsys.readouterr().err
+               "--bootstrap", "200", "--estimators"])
+    assert rc == 0
+    assert "claims about 0.0555 and ln 3: none" in capsys.readouterr().out
+    est = json.loads((root / "e.estimators.json").read_text())
+    fit = json.loads((root / "e.json").read_text())
+    assert est["form"] == LOG_FORMULA
+    rows = {r["estimator"]: r for r in est["rows"]}
+    assert rows["paired bootstrap (the fit)"]["b"] == fit["law"]["b"]
+    # Leaving out (16, 32): the WLS of the form on the other three points, by the normal equations in ln L.
+    rest = [p for p in fit["points"] if (p["L_s"], p["L_d"]) != (16, 32)]
+    f = LOG.fit([p["L"] for p in rest], [p["ln_d_x"] for p in rest], [p["sigma_ln_d_x"] for p in rest])
+    assert rows["leave out (16,32)"]["b"] == pytest.approx(f.b, rel=1e-12)
+    assert all(r["contains_paper"] is None and r["contains_ln3"] is None for r in est["rows"])
+    assert all(0.3 < r["b"] < 0.7 for r in est["rows"] if r["b"] is not None)  # every row sees b ≈ 0.5
