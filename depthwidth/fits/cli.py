@@ -295,8 +295,8 @@ def _predict(args: argparse.Namespace) -> int:
         raise UserError(f"{args.out} exists: a prediction is written once (choose another --out)")
     lw = out["fit"]["law"]
     text = form_of_formula(lw["form"], str(args.fit)).describe(f"{lw['a']:.4f}", f"{lw['b']:.4f}")
-    lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): {text}, depth assigned {out['fit']['assign']}, fitted on "
-             + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
+    lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): {text}, depth assigned {out['fit']['assign']}, "
+             "fitted on " + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
     rows = [[f"({p['pair'][0]},{p['pair'][1]})", f"{p['L']:.2f}", f"{p['d_x']:.1f}", format_count(p["n_star"]),
              _ci_text(p, "ci95", format_count), _ci_text(p, "ci95_bootstrap", format_count),
              ", ".join(f"{c} {format_count(v)}" for c, v in p["n_star_by_convention"].items())] for p in out["predictions"]]
@@ -462,7 +462,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     law = fit["law"]
     if law:
         ci = law["ci95"]
-        lines.append(f"law: {form_of_formula(law['form'], str(out)).describe('a', 'b')} with a = {law['a']:.4f} ± {law['stderr']['a']:.4f} "
+        form = form_of_formula(law["form"], str(out))
+        lines.append(f"law: {form.describe('a', 'b')} with a = {law['a']:.4f} ± {law['stderr']['a']:.4f} "
                      f"[{ci['a'][0]:.4f}, {ci['a'][1]:.4f}], b = {law['b']:.4f} ± {law['stderr']['b']:.4f} "
                      f"[{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] (95%)")
         if law["dof"] > 0:

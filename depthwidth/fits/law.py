@@ -51,6 +51,8 @@ Top level::
                         the line refitted on every bootstrap replicate (includes the correlation
                         between pairs sharing a depth), or null
     depth_range         [min L, max L] of the fitted points (projections outside it extrapolate)
+    b_vs                b's 95% interval against the paper's 0.0555 and the theory's ln 3; null for
+                        a form other than the default (those are slopes of ln d_x = a + b*L)
 
 Only ``format``, ``version``, ``status`` and ``law.{form, a, b, cov}`` are needed by ``query``
 (``--cov scaled`` / ``--cov bootstrap`` read ``law.cov_scaled`` / ``law.bootstrap.cov``; the

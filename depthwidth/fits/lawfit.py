@@ -1,10 +1,11 @@
 """Fitting the law to transition points, and assembling the fit file.
 
 The law's functional form (default ln d_x = a + b·L; ``fit --law-form``) and its fit live in
-:mod:`depthwidth.fits.forms`; this module applies them to the transition points. Weighted least squares as in Levine et al. 2020 (arXiv 2006.12467 v3: "weighted least squares
-with the empirical errors of the transition points"): ``scipy.optimize.curve_fit`` with
-``sigma`` = the points' bootstrap errors on ln d_x and ``absolute_sigma=True``, so the covariance
-of (a, b) is (JᵀWJ)⁻¹ from those errors alone, not rescaled by the residuals. Statistics:
+:mod:`depthwidth.fits.forms`; this module applies them to the transition points. Weighted least
+squares as in Levine et al. 2020 (arXiv 2006.12467 v3: "weighted least squares with the
+empirical errors of the transition points"): ``scipy.optimize.curve_fit`` with ``sigma`` = the
+points' bootstrap errors on ln d_x and ``absolute_sigma=True``, so the covariance of (a, b) is
+(JᵀWJ)⁻¹ from those errors alone, not rescaled by the residuals. Statistics:
 
     chi2       Σ ((y - ŷ)/σ)²;     dof = n - 2;     chi2_red = chi2/dof
     r2         1 - Σ w(y - ŷ)² / Σ w(y - ȳ_w)²,  w = 1/σ², ȳ_w the weighted mean (weighted R²)
@@ -115,8 +116,10 @@ def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR
     law["bootstrap"] = None if degenerate else _bootstrap_law(used, boot[:, idx], sigma, form)
     law["degenerate_bootstrap"] = degenerate
     lo, hi = law["ci95"]["b"]
-    law["b_vs"] = None if not form.slope_is_levines else {"theory_ln3": THEORY_SLOPE, "paper": PAPER_SLOPE, "b_ci95": [lo, hi],
-                   "theory_inside": bool(lo <= THEORY_SLOPE <= hi), "paper_inside": bool(lo <= PAPER_SLOPE <= hi)}
+    # 0.0555 and ln 3 are slopes of ln d_x = a + b·L: another form's b is not comparable with them.
+    law["b_vs"] = None if not form.slope_is_levines else {
+        "theory_ln3": THEORY_SLOPE, "paper": PAPER_SLOPE, "b_ci95": [lo, hi],
+        "theory_inside": bool(lo <= THEORY_SLOPE <= hi), "paper_inside": bool(lo <= PAPER_SLOPE <= hi)}
     law["error_convention"] = (ERROR_CONVENTION if not degenerate else
                                "degenerate bootstrap (every point has zero error: the seeds' paired differences "
                                "agree exactly): unweighted line, cov from the residual scatter")
