@@ -15,6 +15,7 @@ from typing import Any
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
 
@@ -63,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
                    help="also read these results directories (the same protocol at other learning rates) and "
                         "use, per (depth, width) cell, the lr with the lowest mean validation loss")
+    p.add_argument("--law-form", default=DEFAULT_FORM, metavar="FORM",
+                   help=f"functional form of the law: {', '.join(f'{k} ({f.formula})' for k, f in FORMS.items())} "
+                        f"(default {DEFAULT_FORM}; fits.forms), stored as law.form in the fit file")
     p.add_argument("--curve", default="pchip", help="how a depth's mean losses are joined: pchip (default) or linear")
     p.add_argument("--crossing", default="last",
                    help="with several down-crossings, N* is the last (default) or the first")
@@ -147,7 +151,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _law_header(law, vocab: float) -> str:
-    s = f"law {law.name}: ln d_x = {law.a:.4g} + {law.b:.4g}*L  (N = 12*L*d_x^2 non-embedding"
+    s = f"law {law.name}: {law.describe('.4g', '.4g')}  (N = 12*L*d_x^2 non-embedding"
     s += f"; budgets include {vocab:g}*d_x embedding)" if vocab else ")"
     return s
 
@@ -302,9 +306,10 @@ def _predict(args: argparse.Namespace) -> int:
     # A pre-registered prediction is never replaced in place: write it once.
     if not write_atomic(args.out, json_text(out), exclusive=True):
         raise UserError(f"{args.out} exists: a prediction is written once (choose another --out)")
-    lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): ln d_x = {out['fit']['law']['a']:.4f} + "
-             f"{out['fit']['law']['b']:.4f}*L, depth assigned {out['fit']['assign']}, fitted on "
-             + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
+    lw = out["fit"]["law"]
+    text = form_of_formula(lw["form"], str(args.fit)).describe(f"{lw['a']:.4f}", f"{lw['b']:.4f}")
+    lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): {text}, depth assigned {out['fit']['assign']}, "
+             "fitted on " + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
     rows = [[f"({p['pair'][0]},{p['pair'][1]})", f"{p['L']:.2f}", f"{p['d_x']:.1f}", format_count(p["n_star"]),
              _ci_text(p, "ci95", format_count), _ci_text(p, "ci95_bootstrap", format_count),
              ", ".join(f"{c} {format_count(v)}" for c, v in p["n_star_by_convention"].items())] for p in out["predictions"]]
@@ -349,13 +354,14 @@ def _fit(args: argparse.Namespace) -> int:
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
     if args.estimators and (args.curve, args.crossing) != ("pchip", "last"):
         raise UserError("--estimators compares other curves and crossings with the default fit: drop --curve/--crossing")
+    form = form_named(args.law_form)
     pred = None
     if args.prediction is not None:
         from depthwidth.fits.predict import read_prediction
 
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
     table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr)
-    fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing)
+    fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing, law_form=form.key)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     extra_text, extra = [], {}
     if args.estimators and not fit.get("law"):
@@ -394,6 +400,9 @@ def format_estimators(est: dict[str, Any]) -> list[str]:
                      yes[r["contains_ln3"]], pts or "-", r["note"]])
     lines = ["b under every estimator (fits.estimators; crossing fraction of each pair):",
              _table(["estimator", "b", "95% CI of b", f"b={est['paper_b']}", "ln 3", "pairs", "note"], rows)]
+    if est.get("form"):
+        return lines + [f"claims about {est['paper_b']} and ln 3: none, they are slopes of ln d_x = a + b*L, "
+                        f"not of the fit's {est['form']}"]
     for key, what in (("excludes_paper", f"b's interval excludes the paper's {est['paper_b']}"),
                       ("excludes_ln3", "b's interval excludes ln 3")):
         c = est["claims"][key]
@@ -468,7 +477,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     law = fit["law"]
     if law:
         ci = law["ci95"]
-        lines.append(f"law: ln d_x = a + b*L with a = {law['a']:.4f} ± {law['stderr']['a']:.4f} "
+        form = form_of_formula(law["form"], str(out))
+        lines.append(f"law: {form.describe('a', 'b')} with a = {law['a']:.4f} ± {law['stderr']['a']:.4f} "
                      f"[{ci['a'][0]:.4f}, {ci['a'][1]:.4f}], b = {law['b']:.4f} ± {law['stderr']['b']:.4f} "
                      f"[{ci['b'][0]:.4f}, {ci['b'][1]:.4f}] (95%)")
         if law["dof"] > 0:

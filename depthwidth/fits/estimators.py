@@ -18,7 +18,9 @@ good as its weakest estimator. :func:`estimator_table` refits the same records u
 
 Each row keeps b, its interval, the points it used with their crossing fractions, and whether the
 interval contains the paper's b = 0.0555 and the theory's ln 3; :func:`claims` states, for each of
-those, whether every row agrees. Stored beside the fit (``fit --estimators``), not in the fit file,
+those, whether every row agrees. Every row fits the fit's own form (``law.form``,
+:mod:`depthwidth.fits.forms`); the comparison with 0.0555 and ln 3 is made for the default form
+ln d_x = a + b·L only (their b), and is null for any other. Stored beside the fit (``fit --estimators``), not in the fit file,
 so a fit file that a prediction was made from stays as it was.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.fits.forms import DEFAULT_FORM, LawForm, form_of_formula
 from depthwidth.fits.lawfit import PAPER_SLOPE, THEORY_SLOPE, Z95, build_fit, fit_law
 from depthwidth.fits.options import FitOptions
 
@@ -61,14 +64,15 @@ def _fit_row(name: str, fit: dict[str, Any], note: str = "") -> dict[str, Any]:
                 n_points=law["n_points"])
 
 
-def _leave_one_out(fit: dict[str, Any]) -> list[dict[str, Any]]:
+def _leave_one_out(fit: dict[str, Any], form: LawForm) -> list[dict[str, Any]]:
     pts = fit.get("points", [])
     rows = []
     if len(pts) < 3:
         return rows
     for i, p in enumerate(pts):
         rest = pts[:i] + pts[i + 1:]
-        lf = fit_law([q["L"] for q in rest], [q["ln_d_x"] for q in rest], [q["sigma_ln_d_x"] for q in rest])
+        lf = fit_law([q["L"] for q in rest], [q["ln_d_x"] for q in rest], [q["sigma_ln_d_x"] for q in rest],
+                     form=form)
         se = math.sqrt(lf.cov[1, 1])
         rows.append(_row(f"leave out ({p['L_s']},{p['L_d']})", lf.b, [lf.b - Z95 * se, lf.b + Z95 * se],
                          points=[{"pair": [q["L_s"], q["L_d"]], "N_star": q["N_star"],
@@ -77,16 +81,18 @@ def _leave_one_out(fit: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _per_seed(load: Callable[[list[int] | None], Any], seeds: list[int], options: FitOptions) -> dict[str, Any]:
+def _per_seed(load: Callable[[list[int] | None], Any], seeds: list[int], options: FitOptions,
+              form: LawForm) -> dict[str, Any]:
     from scipy.stats import t
 
     bs, per = [], []
     for s in seeds:
-        f = build_fit(load([s]), **options.kwargs(), conventions=False)
+        f = build_fit(load([s]), **options.kwargs(), conventions=False, law_form=form.key)
         used = f.get("points", [])
         # Unweighted: one seed's own bootstrap sees only its test-set chunks, so its point errors
         # are not the law's; the seeds' spread of b is what this row measures.
-        b = float(np.polyfit([p["L"] for p in used], [p["ln_d_x"] for p in used], 1)[0]) \
+        b = float(np.polyfit(form.g(np.array([p["L"] for p in used], dtype=float), np),
+                             [p["ln_d_x"] for p in used], 1)[0]) \
             if len({p["L"] for p in used}) >= 2 else None
         per.append({"seed": s, "b": b, "points": _points(f)})
         if b is not None:
@@ -111,17 +117,23 @@ def estimator_table(load: Callable[[list[int] | None], Any], options: FitOptions
     """
     if not fit.get("law"):
         raise UserError("--estimators needs a fitted law (the fit has none: see its warnings)")
+    form = form_of_formula(fit["law"].get("form"), "the fit")
     table = load(None)
     seeds = sorted({int(s) for s in table.runs["seed"].dropna()})
     kw = options.kwargs()
+    refit = {**kw, "conventions": False, "law_form": form.key}
     rows = [_fit_row(f"{options.resample} bootstrap (the fit)", fit)]
     if options.resample != "pooled":
-        rows.append(_fit_row("pooled bootstrap", build_fit(table, **{**kw, "resample": "pooled"}, conventions=False)))
-    rows.append(_per_seed(load, seeds, options))
-    rows += _leave_one_out(fit)
-    rows.append(_fit_row("first down-crossing", build_fit(table, **kw, conventions=False, crossing="first")))
-    rows.append(_fit_row("linear curves (not PCHIP)", build_fit(table, **kw, conventions=False, curve="linear")))
-    return {"format": ESTIMATORS_FORMAT, "version": 1, "options": kw, "seeds": seeds,
+        rows.append(_fit_row("pooled bootstrap", build_fit(table, **{**refit, "resample": "pooled"})))
+    rows.append(_per_seed(load, seeds, options, form))
+    rows += _leave_one_out(fit, form)
+    rows.append(_fit_row("first down-crossing", build_fit(table, **refit, crossing="first")))
+    rows.append(_fit_row("linear curves (not PCHIP)", build_fit(table, **refit, curve="linear")))
+    if not form.slope_is_levines:  # another form's b is not the slope 0.0555 and ln 3 are of
+        rows = [{**r, "contains_paper": None, "contains_ln3": None} for r in rows]
+    # "form" only for a non-default form, so the default form's tables stay as committed.
+    return {"format": ESTIMATORS_FORMAT, "version": 1, "options": kw,
+            **({} if form.key == DEFAULT_FORM else {"form": form.formula}), "seeds": seeds,
             "paper_b": PAPER_SLOPE, "theory_b": THEORY_SLOPE, "rows": rows, "claims": claims(rows)}
 
 

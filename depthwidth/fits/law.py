@@ -1,4 +1,4 @@
-"""The depth-to-width law ``ln d_x = a + b·L``: built-in published law, fit-file format, loading.
+"""The depth-to-width law: the :class:`Law` type, the built-in published law, fit-file format, loading.
 
 Levine et al. 2020 ("The Depth-to-Width Interplay in Self-Attention", NeurIPS 2020,
 arXiv 2006.12467 v3, experiments section) locate *transition points*, the model size at which a
@@ -8,7 +8,9 @@ deeper self-attention network starts to beat a shallower one of equal size, and 
 
 with N = 12·L·d_x² the non-embedding parameter count of Kaplan et al. 2020. Read as "depth L
 is optimal at width exp(a + b·L)", it gives the size at which depth L is optimal,
-N(L) = 12·L·exp(2a + 2b·L) (see :mod:`depthwidth.fits.projections`).
+N(L) = 12·L·exp(2a + 2b·L) (see :mod:`depthwidth.fits.projections`). That is the default
+*form* of the law; a fit may use another (``fit --law-form``, e.g. ln d_x = a + b·ln L): each
+form is a class in :mod:`depthwidth.fits.forms`, and a :class:`Law` is a form with its (a, b).
 
 This module is import-light (stdlib only): it is on the ``depthwidth query`` path.
 
@@ -35,7 +37,8 @@ Top level::
 
 ``law``::
 
-    form                "ln(d_x) = a + b*L"
+    form                the form's formula: "ln(d_x) = a + b*L" (linear-depth, the default) or
+                        "ln(d_x) = a + b*ln(L)" (log-depth); absent means the first (fits.forms)
     a, b                floats (natural log; d_x in units of model width, L in layers)
     cov                 [[var_a, cov_ab], [cov_ab, var_b]]   absolute (from the points' errors)
     stderr              {"a": float, "b": float}
@@ -48,8 +51,10 @@ Top level::
                         the line refitted on every bootstrap replicate (includes the correlation
                         between pairs sharing a depth), or null
     depth_range         [min L, max L] of the fitted points (projections outside it extrapolate)
+    b_vs                b's 95% interval against the paper's 0.0555 and the theory's ln 3; null for
+                        a form other than the default (those are slopes of ln d_x = a + b*L)
 
-Only ``format``, ``version``, ``status`` and ``law.{a, b, cov}`` are needed by ``query``
+Only ``format``, ``version``, ``status`` and ``law.{form, a, b, cov}`` are needed by ``query``
 (``--cov scaled`` / ``--cov bootstrap`` read ``law.cov_scaled`` / ``law.bootstrap.cov``; the
 default ``--cov auto`` reads ``cov_scaled`` when ``chi2_red > 1``, see law_from_fit_dict); the rest
 is for people and figures. A fit file whose status is not "ok" cannot be queried.
@@ -65,6 +70,7 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
+from depthwidth.fits.forms import LINEAR, SCALAR, LawForm, form_of_formula
 
 FIT_FORMAT = "depthwidth-fit"
 FIT_VERSION = 1
@@ -72,13 +78,14 @@ FIT_VERSION = 1
 
 @dataclass(frozen=True)
 class Law:
-    """A law ``ln d_x = a + b·L`` with its (optional) parameter covariance.
+    """A law ``ln d_x = a + b·g(L)`` of a given form with its (optional) parameter covariance.
 
     a, b: intercept and slope (natural log of width; L in layers).
     cov: 2×2 covariance of (a, b) as nested tuples, or None when unknown (then no CIs).
     depth_range: (L_min, L_max) of the data behind the law; projections outside it extrapolate.
     name: "levine2020" or the fit file path. source: citation or provenance, one line.
     ci_note: why CIs are unavailable (when cov is None).
+    form: the functional form (:mod:`depthwidth.fits.forms`), default ln d_x = a + b·L.
     """
 
     a: float
@@ -88,10 +95,24 @@ class Law:
     name: str
     source: str
     ci_note: str | None = None
+    form: LawForm = LINEAR
+
+    def ln_width(self, L, xp=SCALAR):
+        """ln d_x(L): natural log of the width at which depth L (layers) is optimal."""
+        return self.form.ln_width(L, self.a, self.b, xp)
+
+    def ln_width_var(self, L, xp=SCALAR):
+        """var ln d_x(L) from the covariance of (a, b) (exact: linear in a, b); None without one."""
+        return None if self.cov is None else self.form.ln_width_var(L, self.cov, xp)
+
+    def describe(self, a_fmt: str = "g", b_fmt: str = "g", pretty: bool = False) -> str:
+        """``ln d_x = <a> + <b>*L`` (or the form's term) with a and b in the given formats."""
+        return self.form.describe(format(self.a, a_fmt), format(self.b, b_fmt), pretty)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "form": self.form.formula,
             "a": self.a,
             "b": self.b,
             "cov": [list(r) for r in self.cov] if self.cov is not None else None,
@@ -121,6 +142,7 @@ def levine2020() -> Law:
         name="levine2020",
         source="Levine et al. 2020, NeurIPS, arXiv 2006.12467 v3: ln(d_x) = 5.039 + 0.0555*L",
         ci_note="levine2020: the paper gives no covariance of (a, b), so no confidence interval",
+        form=LINEAR,
     )
 
 
@@ -158,6 +180,7 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
     law = d.get("law")
     if not isinstance(law, dict):
         raise UserError(f"{source}: missing 'law' object")
+    form = form_of_formula(law.get("form"), source)
     a = _finite(law.get("a"), "law.a", source)
     b = _finite(law.get("b"), "law.b", source)
     chosen = cov_kind
@@ -194,7 +217,7 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
         depth_range = (_finite(rng[0], "law.depth_range", source), _finite(rng[1], "law.depth_range", source))
     return Law(a=a, b=b, cov=cov, depth_range=depth_range, name=source,
                source=f"depthwidth fit {source} (cov: {cov_kind})",
-               ci_note=None if cov is not None else f"{source}: no {cov_kind} covariance in the fit file")
+               ci_note=None if cov is not None else f"{source}: no {cov_kind} covariance in the fit file", form=form)
 
 
 def load_fit_file(path: str | Path) -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""Fitting the law ln d_x = a + b·L to transition points, and assembling the fit file.
+"""Fitting the law to transition points, and assembling the fit file.
 
-Weighted least squares as in Levine et al. 2020 (arXiv 2006.12467 v3: "weighted least squares
-with the empirical errors of the transition points"): ``scipy.optimize.curve_fit`` with
-``sigma`` = the points' bootstrap errors on ln d_x and ``absolute_sigma=True``, so the covariance
-of (a, b) is (JᵀWJ)⁻¹ from those errors alone, not rescaled by the residuals. Statistics:
+The law's functional form (default ln d_x = a + b·L; ``fit --law-form``) and its fit live in
+:mod:`depthwidth.fits.forms`; this module applies them to the transition points. Weighted least
+squares as in Levine et al. 2020 (arXiv 2006.12467 v3: "weighted least squares with the
+empirical errors of the transition points"): ``scipy.optimize.curve_fit`` with ``sigma`` = the
+points' bootstrap errors on ln d_x and ``absolute_sigma=True``, so the covariance of (a, b) is
+(JᵀWJ)⁻¹ from those errors alone, not rescaled by the residuals. Statistics:
 
     chi2       Σ ((y - ŷ)/σ)²;     dof = n - 2;     chi2_red = chi2/dof
     r2         1 - Σ w(y - ŷ)² / Σ w(y - ȳ_w)²,  w = 1/σ², ȳ_w the weighted mean (weighted R²)
@@ -24,14 +26,20 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from depthwidth import __version__, storage
-from depthwidth.errors import UserError
+from depthwidth.fits.forms import (  # InsufficientPoints is re-exported: callers catch it from here
+    DEFAULT_FORM,
+    LINEAR,
+    InsufficientPoints,  # noqa: F401
+    LawFit,
+    LawForm,
+    form_named,
+)
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
 from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
@@ -39,81 +47,18 @@ from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth,
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
 
-class InsufficientPoints(UserError):
-    """Fewer than 2 transition points: no line can be fitted."""
+def fit_law(L, y, sigma, *, absolute: bool = True, form: LawForm = LINEAR) -> LawFit:
+    """Weighted least-squares fit of ``form`` (default ln d_x = a + b·L) to the points: y = ln d_x
+    at assigned depths L (layers) with standard errors sigma, all shape (n,). See
+    :meth:`depthwidth.fits.forms.LawForm.fit` (``absolute=False``: unweighted, covariance from
+    the scatter). Raises InsufficientPoints if n < 2, UserError for unweightable points or a
+    single depth."""
+    return form.fit(L, y, sigma, absolute=absolute)
 
 
-@dataclass
-class LawFit:
-    """Result of :func:`fit_law`: a, b, cov (2×2 ndarray), stats dict (n_points, dof, chi2,
-    chi2_red, r2, r2_unweighted, stderr, ci95, depth_range)."""
-
-    a: float
-    b: float
-    cov: np.ndarray
-    stats: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"form": "ln(d_x) = a + b*L", "a": self.a, "b": self.b, "cov": self.cov.tolist(), **self.stats}
-
-
-def _line(L, a, b):
-    return a + b * L
-
-
-def fit_law(L, y, sigma, *, absolute: bool = True) -> LawFit:
-    """Weighted least-squares line y = a + b·L.
-
-    L: assigned depths (layers), y: ln d_x, sigma: standard errors of y, all shape (n,).
-    ``absolute=False`` (the degenerate bootstrap of :func:`build_fit`): sigma is ignored, the
-    line is unweighted and its covariance comes from the residual scatter (needs n >= 3).
-    Raises InsufficientPoints if n < 2, UserError if sigma has non-positive/non-finite entries
-    or all L are equal.
-    """
-    from scipy.optimize import curve_fit
-
-    L, y, sigma = (np.asarray(v, dtype=float) for v in (L, y, sigma))
-    if not absolute:
-        sigma = np.ones_like(L)
-    n = len(L)
-    if n < 2:
-        raise InsufficientPoints(f"need at least 2 transition points to fit ln d_x = a + b*L, found {n}")
-    if not (np.all(np.isfinite(sigma)) and np.all(sigma > 0)):
-        raise UserError("transition points have zero or undefined bootstrap error (one seed per cell?): "
-                        "add seeds or use --resample pooled+widths")
-    if np.ptp(L) == 0:
-        raise UserError("all transition points have the same depth: the slope b is undetermined")
-    w = 1.0 / sigma**2
-    # Weighted-mean starting point; the model is linear, so curve_fit converges to the exact WLS.
-    p0 = (float(np.average(y, weights=w)), 0.0)
-    popt, pcov = curve_fit(_line, L, y, p0=p0, sigma=sigma, absolute_sigma=absolute)
-    a, b = float(popt[0]), float(popt[1])
-    resid = y - _line(L, a, b)
-    dof = n - 2
-    stats: dict[str, Any] = {"n_points": n, "dof": dof, "chi2": None, "chi2_red": None,
-                             "r2": None, "r2_unweighted": None}
-    if dof > 0:
-        chi2 = float(np.sum((resid / sigma) ** 2))
-        ybar_w = np.average(y, weights=w)
-        stats.update(chi2=chi2, chi2_red=chi2 / dof,
-                     r2=float(1.0 - np.sum(w * resid**2) / np.sum(w * (y - ybar_w) ** 2)),
-                     r2_unweighted=float(1.0 - np.sum(resid**2) / np.sum((y - y.mean()) ** 2)))
-        # Birge-ratio scaling (as in the PDG's averages): when the scatter exceeds the stated
-        # errors, inflate the covariance by chi2_red. A safeguard for real sweeps whose point
-        # errors are too small (e.g. the per-cell seed bootstrap: 87% coverage of a nominal 95%
-        # on synthetic sweeps, 97% after scaling; see transitions' docstring).
-        stats["cov_scaled"] = (np.asarray(pcov) * max(1.0, chi2 / dof)).tolist()
-    else:
-        stats["cov_scaled"] = None
-    se = np.sqrt(np.diag(pcov))
-    stats["stderr"] = {"a": float(se[0]), "b": float(se[1])}
-    stats["ci95"] = {"a": [a - Z95 * se[0], a + Z95 * se[0]], "b": [b - Z95 * se[1], b + Z95 * se[1]]}
-    stats["depth_range"] = [float(L.min()), float(L.max())]
-    return LawFit(a=a, b=b, cov=np.asarray(pcov, dtype=float), stats=stats)
-
-
-def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.ndarray) -> dict[str, Any] | None:
-    """Refit the line on every bootstrap replicate (same weights) where all used pairs crossed:
+def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.ndarray,
+                   form: LawForm = LINEAR) -> dict[str, Any] | None:
+    """Refit the law on every bootstrap replicate (same weights) where all used pairs crossed:
     a covariance that, unlike the WLS one, includes the correlation between pairs sharing a depth."""
     if boot.shape[1] == 0:
         return None
@@ -122,13 +67,7 @@ def _bootstrap_law(points: list[TransitionPoint], boot: np.ndarray, sigma: np.nd
     if ok.sum() < 10:
         return None
     y = 0.5 * (boot[ok] - np.log(12.0 * L))  # (B_ok, n) ln d_x per replicate
-    w = 1.0 / sigma**2
-    # Closed-form WLS for every replicate at once (normal equations of a line).
-    S, Sx, Sxx = w.sum(), (w * L).sum(), (w * L * L).sum()
-    Sy, Sxy = (y * w).sum(axis=1), (y * w * L).sum(axis=1)
-    det = S * Sxx - Sx * Sx
-    b = (S * Sxy - Sx * Sy) / det
-    a = (Sy - b * Sx) / S
+    a, b = form.fit_replicates(L, y, 1.0 / sigma**2)
     cov = np.cov(np.stack([a, b]))
     return {"replicates": int(ok.sum()), "cov": cov.tolist(),
             "ci95": {"a": np.quantile(a, [0.025, 0.975]).tolist(), "b": np.quantile(b, [0.025, 0.975]).tolist()}}
@@ -162,9 +101,9 @@ def _warnings(points: list[TransitionPoint], table, crossing: str = "last") -> l
     return out
 
 
-def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | None:
-    """The WLS law of the fitted points (None when fewer than 2), with its bootstrap refit and
-    the comparison of b with the theory's ln 3 and the paper's 0.0555."""
+def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR) -> dict[str, Any] | None:
+    """The WLS law of the fitted points (None when fewer than 2), with its bootstrap refit and,
+    for the linear form, the comparison of b with the theory's ln 3 and the paper's 0.0555."""
     idx = [i for i, p in enumerate(points) if p.fitted]
     if len(idx) < 2 or len({points[i].L for i in idx}) < 2:
         return None
@@ -173,12 +112,14 @@ def _law(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | No
     degenerate = bool(np.all(sigma == 0))
     if degenerate and len(used) < 3:
         return None
-    law = fit_law([p.L for p in used], [p.ln_d_x for p in used], sigma, absolute=not degenerate).to_dict()
-    law["bootstrap"] = None if degenerate else _bootstrap_law(used, boot[:, idx], sigma)
+    law = form.fit([p.L for p in used], [p.ln_d_x for p in used], sigma, absolute=not degenerate).to_dict()
+    law["bootstrap"] = None if degenerate else _bootstrap_law(used, boot[:, idx], sigma, form)
     law["degenerate_bootstrap"] = degenerate
     lo, hi = law["ci95"]["b"]
-    law["b_vs"] = {"theory_ln3": THEORY_SLOPE, "paper": PAPER_SLOPE, "b_ci95": [lo, hi],
-                   "theory_inside": bool(lo <= THEORY_SLOPE <= hi), "paper_inside": bool(lo <= PAPER_SLOPE <= hi)}
+    # 0.0555 and ln 3 are slopes of ln d_x = a + b·L: another form's b is not comparable with them.
+    law["b_vs"] = None if not form.slope_is_levines else {
+        "theory_ln3": THEORY_SLOPE, "paper": PAPER_SLOPE, "b_ci95": [lo, hi],
+        "theory_inside": bool(lo <= THEORY_SLOPE <= hi), "paper_inside": bool(lo <= PAPER_SLOPE <= hi)}
     law["error_convention"] = (ERROR_CONVENTION if not degenerate else
                                "degenerate bootstrap (every point has zero error: the seeds' paired differences "
                                "agree exactly): unweighted line, cov from the residual scatter")
@@ -204,7 +145,7 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
               bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
               seed: int = FitOptions.seed, conventions: bool = True, curve: str = "pchip",
-              crossing: str = "last") -> dict[str, Any]:
+              crossing: str = "last", law_form: str = DEFAULT_FORM) -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 points are fitted (a crossing in >= 95% of the
@@ -214,8 +155,10 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
     replicates, only the depth given to each point changes). ``curve``/``crossing``: how each
     depth's means are joined and which down-crossing is N* (:func:`~depthwidth.fits.transitions.find_crossing`;
     the defaults are the fit's; others are the robustness rows of :mod:`depthwidth.fits.estimators`).
-    Raises UserError for bad options.
+    ``law_form``: the functional form fitted (a key of :data:`depthwidth.fits.forms.FORMS`; its
+    formula is stored as ``law.form``). Raises UserError for bad options.
     """
+    form = form_named(law_form)
     points, boot = compute_transitions(table, pairs=pairs, assign=assign, bootstrap=bootstrap,
                                        resample=resample, seed=seed, curve=curve, crossing=crossing)
     cand = [p for p in points if p.fitted]
@@ -240,7 +183,7 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
         "warnings": _warnings(points, table, crossing),
         "depthwidth_version": __version__,
     }
-    law = _law(points, boot)
+    law = _law(points, boot, form)
     if law is not None:
         out["status"], out["law"] = "ok", law
         if law["degenerate_bootstrap"]:
@@ -253,7 +196,7 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
                                          ln_d_x=None if p.ln_N_star is None else
                                          0.5 * (p.ln_N_star - math.log(12.0 * assigned_depth(p.L_s, p.L_d, conv))))
                      for p in points]
-            lw = _law(moved, boot)
+            lw = _law(moved, boot, form)
             by[conv] = None if lw is None else {k: lw[k] for k in ("a", "b", "ci95", "chi2_red", "dof", "r2", "b_vs")}
         out["by_assign"] = by
     return out

@@ -1,13 +1,15 @@
 """Pre-registered predictions: a fitted law's transition size for depth pairs it was not fitted on,
 and the verdict once those pairs are measured.
 
-A law ln d_x = a + b·L (Levine et al. 2020, arXiv 2006.12467, experiments section; fitted by
-:mod:`depthwidth.fits.lawfit`) predicts, for a depth pair (L_s, L_d) standing at the depth
-L = assigned_depth(L_s, L_d) of the fit's convention (:mod:`depthwidth.fits.transitions`):
+A law ln d_x = a + b·g(L) (Levine et al. 2020, arXiv 2006.12467, experiments section: g(L) = L,
+the default form; other forms in :mod:`depthwidth.fits.forms`, read from the fit file's
+``law.form``; fitted by :mod:`depthwidth.fits.lawfit`) predicts, for a depth pair (L_s, L_d)
+standing at the depth L = assigned_depth(L_s, L_d) of the fit's convention
+(:mod:`depthwidth.fits.transitions`):
 
-    ln d_x* = a + b·L                 (width at the transition, natural log)
+    ln d_x* = a + b·g(L)              (width at the transition, natural log)
     N*      = 12·L·d_x*²              (Kaplan et al. 2020 non-embedding count, the fit's N)
-    var(ln N*) = 4·[1, L] Σ [1, L]ᵀ   (Σ the covariance of (a, b); delta method, exact for a line)
+    var(ln N*) = 4·[1, g] Σ [1, g]ᵀ   (Σ the covariance of (a, b); delta method, exact: linear in a, b)
 
 The 95 % interval is exp(ln N* ± 1.96·σ) under the fit's own covariance (``cov``, or
 ``cov_scaled`` when χ²_red > 1, as ``query`` reads it) and, where the fit has one, under the
@@ -45,7 +47,8 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
-from depthwidth.fits.law import FIT_FORMAT, law_from_fit_dict
+from depthwidth.fits.forms import LINEAR, LawForm
+from depthwidth.fits.law import FIT_FORMAT, Law, law_from_fit_dict
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.transitions import assigned_depth
 from depthwidth.records import code_revision
@@ -55,20 +58,19 @@ PREDICTION_VERSION = 1
 Z95 = 1.959963984540054
 
 
-def _sigma_ln_n(cov, L: float) -> float | None:
-    if cov is None:
-        return None
-    var_ln_d = cov[0][0] + 2 * L * cov[0][1] + L * L * cov[1][1]
-    return 2.0 * math.sqrt(max(var_ln_d, 0.0))
+def _sigma_ln_n(law: Law, L: float) -> float | None:
+    var_ln_d = law.ln_width_var(L)
+    return None if var_ln_d is None else 2.0 * math.sqrt(max(var_ln_d, 0.0))
 
 
 def _interval(ln_n: float, sigma: float | None) -> list[float] | None:
     return None if sigma is None else [math.exp(ln_n - Z95 * sigma), math.exp(ln_n + Z95 * sigma)]
 
 
-def n_star(a: float, b: float, L: float) -> float:
-    """N* = 12·L·exp(2(a + b·L)): the Kaplan N at which the law puts depth L's transition."""
-    return 12.0 * L * math.exp(2.0 * (a + b * L))
+def n_star(a: float, b: float, L: float, form: LawForm = LINEAR) -> float:
+    """N* = 12·L·exp(2·ln d_x(L)) (default form: 12·L·exp(2(a + b·L))): the Kaplan N at which the
+    law puts depth L's transition."""
+    return 12.0 * L * math.exp(2.0 * form.ln_width(L, a, b))
 
 
 def parse_pairs(items: list[str]) -> list[tuple[int, int]]:
@@ -107,13 +109,13 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
         if (Ls, Ld) in seen:
             raise UserError(f"pair ({Ls},{Ld}) is one the fit {source} was fitted on: nothing to predict")
         L = assigned_depth(Ls, Ld, assign)
-        ln_n = math.log(n_star(law.a, law.b, L))
-        sigma, sigma_b = _sigma_ln_n(law.cov, L), _sigma_ln_n(law_boot.cov, L)
-        by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c))
+        ln_n = math.log(n_star(law.a, law.b, L, law.form))
+        sigma, sigma_b = _sigma_ln_n(law, L), _sigma_ln_n(law_boot, L)
+        by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c), law.form)
                    for c, v in (fit.get("by_assign") or {}).items() if v and c in ASSIGN}
         lo, hi = law.depth_range or (L, L)
         preds.append({
-            "pair": [Ls, Ld], "depth_convention": assign, "L": L, "d_x": math.exp(law.a + law.b * L),
+            "pair": [Ls, Ld], "depth_convention": assign, "L": L, "d_x": math.exp(law.ln_width(L)),
             "ln_n_star": ln_n, "n_star": math.exp(ln_n), "sigma_ln_n_star": sigma,
             "ci95": _interval(ln_n, sigma), "cov_used": law.source.partition("(cov: ")[2].rstrip(")"),
             "sigma_ln_n_star_bootstrap": sigma_b, "ci95_bootstrap": _interval(ln_n, sigma_b),
@@ -124,7 +126,7 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
         "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "git_rev": code_revision(),
         "fit": {"path": source, "sha256": hashlib.sha256(raw).hexdigest(),
-                "law": {"a": law.a, "b": law.b, "form": (fit.get("law") or {}).get("form", "ln(d_x) = a + b*L")},
+                "law": {"a": law.a, "b": law.b, "form": law.form.formula},
                 "assign": assign, "pairs_fitted": [list(p) for p in seen],
                 "depth_range": list(law.depth_range) if law.depth_range else None},
         "predictions": preds,

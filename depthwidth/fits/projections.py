@@ -1,24 +1,27 @@
-"""Projections from a law ``ln d_x = a + b·L``: optimal shape for a budget, transition size of a
-depth, verdict on a shape, rounded hardware-friendly shapes, and confidence intervals.
+"""Projections from a law ``ln d_x = a + b·g(L)`` (of any form in :mod:`depthwidth.fits.forms`;
+g(L) = L by default): optimal shape for a budget, transition size of a depth, verdict on a
+shape, rounded hardware-friendly shapes, and confidence intervals.
 
 Formulas (Levine et al. 2020, arXiv 2006.12467 v3, with Kaplan et al. 2020's non-embedding
 count N = 12·L·d_x²; L in layers, d_x in units of width, N and V·d_x in parameters):
 
-    width at which depth L is optimal          d(L) = exp(a + b·L)
-    size at which depth L is optimal           N(L) = 12·L·d(L)² = 12·L·exp(2a + 2b·L)
+    width at which depth L is optimal          d(L) = exp(a + b·g(L))      (default: exp(a + b·L))
+    size at which depth L is optimal           N(L) = 12·L·d(L)²           (12·L·exp(2a + 2b·L))
     with an embedding table of V rows          N_tot(L) = N(L) + V·d(L)
     optimal depth for a budget B               the root L* of N_tot(L) = B   (V = 0: B = N)
 
-For b > 0, ln N_tot(L) is strictly increasing in L (every term grows), so the root is unique and
-found by a bracketed root finder (mpmath's Anderson-Björck) on ``ln N_tot(L) - ln B`` inside a bracket derived below.
-A law with b <= 0 has no unique optimal depth; projections from it raise UserError.
+Where the form's slope rule holds (``LawForm.unique_optimum``; b > 0 for the default form, every
+term then grows), ln N_tot(L) is strictly increasing in L, so the root is unique and found by a
+bracketed root finder (mpmath's Anderson-Björck) on ``ln N_tot(L) - ln B`` inside the form's
+bracket (``LawForm.depth_upper``). A law outside its slope rule has no unique optimal depth;
+projections from it raise UserError.
 
 Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
 (default 4,000 samples, seed 0), every sample projected exactly (vectorised bracketed root
 finder ``scipy.optimize.elementwise.find_root``, scipy >= 1.15; a brentq loop on older scipy),
 and the central percentile interval taken.
 Monte Carlo rather than the delta method because the projections are exponential in b and the
-intervals are visibly asymmetric far outside the fitted depth range. Samples with b <= 0 (or a
+intervals are visibly asymmetric far outside the fitted depth range. Samples outside the slope rule (or a
 budget below the embedding cost) have no solution; their share is reported as
 ``valid_fraction`` and no interval is given if it is below the confidence level. A law without
 covariance (``levine2020``) gets ``ci: null`` and a ``ci_note`` saying why.
@@ -33,6 +36,7 @@ import math
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import Law
 from depthwidth.theory.accounting import kaplan_n, stack_n
 
@@ -50,47 +54,43 @@ _L_MIN = 1e-6  # lower end of the depth bracket (layers); any budget > 0 with V 
 _MAX_LN_WIDTH = 300.0
 
 
+def _deepest(law: Law) -> str:
+    """The deepest depth whose width stays below e^300, as text (a whole number of layers)."""
+    deepest = law.form.depth_at_ln_width(_MAX_LN_WIDTH, law.a, law.b)
+    return f"{math.floor(deepest):,}" if math.isfinite(deepest) else "any"
+
+
 def check_depth(L: float, law: Law) -> None:
     """Raise UserError (one line) if depth ``L`` is so far outside ``law``'s range that its width
-    exp(a + b·L) overflows (ln d > 300): there is no meaningful answer to give."""
-    if law.a + law.b * L > _MAX_LN_WIDTH:
-        deepest = (_MAX_LN_WIDTH - law.a) / law.b if law.b > 0 else float("inf")
-        raise UserError(f"depth {L:g} is far outside law {law.name}'s range: its width exp(a + b*L) = "
-                        f"e^{law.a + law.b * L:.4g} overflows; give a depth up to {math.floor(deepest):,} layers")
+    exp(ln d_x(L)) overflows (ln d > 300): there is no meaningful answer to give."""
+    if law.ln_width(L) > _MAX_LN_WIDTH:
+        raise UserError(f"depth {L:g} is far outside law {law.name}'s range: its width exp(a + b*{law.form.term}) = "
+                        f"e^{law.ln_width(L):.4g} overflows; give a depth up to {_deepest(law)} layers")
 
 
 def law_width(L: float, law: Law) -> float:
-    """Width d(L) = exp(a + b·L) at which depth L (layers) is optimal (Levine et al. 2020 fit)."""
-    return math.exp(law.a + law.b * L)
+    """Width d(L) = exp(a + b·g(L)) at which depth L (layers) is optimal (default form: exp(a + b·L),
+    the Levine et al. 2020 fit)."""
+    return math.exp(law.ln_width(L))
 
 
 def transition_params(L: float, law: Law) -> float:
-    """Non-embedding size N(L) = 12·L·exp(2a + 2b·L) (parameters) at which depth L is optimal."""
-    return 12.0 * L * math.exp(2.0 * law.a + 2.0 * law.b * L)
+    """Non-embedding size N(L) = 12·L·d(L)² (parameters) at which depth L is optimal (default form:
+    12·L·exp(2a + 2b·L))."""
+    return 12.0 * L * math.exp(2.0 * law.ln_width(L))
 
 
-def _log_budget(L: float, a: float, b: float, vocab: float) -> float:
-    """ln N_tot(L) = ln(12·L·e^(2a+2bL) + V·e^(a+bL)), in log space so large L cannot overflow."""
-    x = math.log(12.0 * L) + 2.0 * a + 2.0 * b * L
-    if vocab <= 0:
-        return x
-    y = math.log(vocab) + a + b * L
-    m = max(x, y)
-    return m + math.log(math.exp(x - m) + math.exp(y - m))
-
-
-def _upper_bracket(log_b: float, a: float, b: float) -> float:
-    # For L >= 1, ln N(L) >= ln 12 + 2a + 2bL, which exceeds ln B once L > (ln(B/12) - 2a)/(2b);
-    # the embedding term only adds, so this L is above the root.
-    return max(1.0, (log_b - math.log(12.0) - 2.0 * a) / (2.0 * b)) + 1.0
+def _log_budget(L: float, a: float, b: float, vocab: float, form: LawForm) -> float:
+    """ln N_tot(L) = ln(12·L·d² + V·d), in log space so large L cannot overflow."""
+    return form.ln_size(L, a, b, vocab)
 
 
 def optimal_depth(budget: float, law: Law, vocab: float = 0) -> float:
     """Optimal depth L* (layers, float) for a budget (parameters): root of N_tot(L) = budget.
 
     budget is the non-embedding N when vocab == 0, else the total N + V·d_x. Raises UserError if
-    budget <= 0, if law.b <= 0 (no unique root), or if the budget does not exceed the embedding
-    cost V·d(L) even at vanishing depth.
+    budget <= 0, if law.b is outside its form's slope rule (no unique root; default form:
+    b <= 0), or if the budget does not exceed the embedding cost V·d(L) even at vanishing depth.
     """
     # mpmath's bracketed solver, not scipy.optimize.brentq: the same root (the function is
     # monotone on the bracket), and importing scipy.optimize alone costs ~0.5-0.9 s, which would
@@ -99,20 +99,21 @@ def optimal_depth(budget: float, law: Law, vocab: float = 0) -> float:
 
     if not (budget > 0 and math.isfinite(budget)):
         raise UserError(f"budget must be a positive finite number of parameters, got {budget!r}")
-    if not law.b > 0:
-        raise UserError(f"law {law.name} has slope b = {law.b:g} <= 0: the optimal depth is not unique")
+    if not law.form.unique_optimum(law.b, vocab):
+        raise UserError(f"law {law.name} has slope b = {law.b:g}, outside {law.form.slope_rule}: "
+                        "the optimal depth is not unique")
     log_b = math.log(budget)
     lo = _L_MIN
-    if _log_budget(lo, law.a, law.b, vocab) >= log_b:
+    if _log_budget(lo, law.a, law.b, vocab, law.form) >= log_b:
         raise UserError(f"budget {budget:.4g} is too small for law {law.name}"
                         + (f" with vocab {vocab:g} (embedding {vocab:g}*d_x alone exceeds it)" if vocab else ""))
-    hi = _upper_bracket(log_b, law.a, law.b)
-    f = lambda L: _log_budget(float(L), law.a, law.b, vocab) - log_b  # noqa: E731
+    hi = law.form.depth_upper(log_b, law.a, law.b)
+    f = lambda L: _log_budget(float(L), law.a, law.b, vocab, law.form) - log_b  # noqa: E731
     return float(mpmath.findroot(f, (lo, hi), solver="anderson", tol=1e-24))
 
 
 def optimal_width(budget: float, law: Law, vocab: float = 0) -> float:
-    """Width d(L*) = exp(a + b·L*) at the optimal depth for ``budget`` (same errors as optimal_depth)."""
+    """Width d(L*) = exp(a + b·g(L*)) at the optimal depth for ``budget`` (same errors as optimal_depth)."""
     return law_width(optimal_depth(budget, law, vocab), law)
 
 
@@ -162,9 +163,10 @@ def sample_laws(law: Law, n: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED):
     return ab[:, 0], ab[:, 1]
 
 
-def optimal_depth_samples(budget: float, a, b, vocab: float = 0):
-    """Vectorised optimal depth for arrays a, b (shape (n,)); NaN where no root exists (b <= 0,
-    or budget below the embedding cost). Same bracket and equation as :func:`optimal_depth`."""
+def optimal_depth_samples(budget: float, a, b, vocab: float = 0, form: LawForm = LINEAR):
+    """Vectorised optimal depth for arrays a, b (shape (n,)) of ``form`` (default: ln d_x = a + b·L);
+    NaN where no root exists (b outside the form's slope rule, or budget below the embedding
+    cost). Same bracket and equation as :func:`optimal_depth`."""
     import numpy as np
 
     a = np.asarray(a, dtype=float)
@@ -172,15 +174,12 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0):
     log_b = math.log(budget)
 
     def g(L, a, b):
-        x = np.log(12.0 * L) + 2.0 * a + 2.0 * b * L
-        if vocab > 0:
-            x = np.logaddexp(x, math.log(vocab) + a + b * L)
-        return x - log_b
+        return form.ln_size(L, a, b, vocab, np) - log_b
 
-    ok = b > 0
+    ok = np.asarray(form.unique_optimum(b, vocab))
     bs = np.where(ok, b, 1.0)  # placeholder slope keeps the bracket finite for rows dropped below
     lo = np.full_like(a, _L_MIN)
-    hi = np.maximum(1.0, (log_b - math.log(12.0) - 2.0 * a) / (2.0 * bs)) + 1.0
+    hi = form.depth_upper(log_b, a, bs, np)
     ok &= g(lo, a, bs) < 0
     try:
         from scipy.optimize.elementwise import find_root  # scipy >= 1.15
@@ -246,7 +245,7 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
     """
     depth = optimal_depth(budget, law, vocab)
-    smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab))
+    smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab, law.form))
     # no model has less than one layer: the law says nothing about this budget. Compared in
     # budgets, not depths, so that the one-layer size itself (the size the error asks for) is
     # accepted although the root-finder may return a depth of 1 - 1e-15 for it.
@@ -254,12 +253,12 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
                         f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
                         f"{smallest:.4g} (the size at which one layer is optimal)")
-    if law.a + law.b * depth > _MAX_LN_WIDTH:
-        deepest = (_MAX_LN_WIDTH - law.a) / law.b
-        largest = math.exp(_log_budget(math.floor(deepest), law.a, law.b, vocab))
+    if law.ln_width(depth) > _MAX_LN_WIDTH:
+        deepest = math.floor(law.form.depth_at_ln_width(_MAX_LN_WIDTH, law.a, law.b))
+        largest = math.exp(_log_budget(deepest, law.a, law.b, vocab, law.form))
         raise UserError(f"budget {budget:.4g} is far outside law {law.name}'s range: its optimal depth "
-                        f"{depth:.0f} layers would need a width of e^{law.a + law.b * depth:.4g}; give a budget "
-                        f"up to {largest:.4g} (optimal depth {math.floor(deepest):,} layers)")
+                        f"{depth:.0f} layers would need a width of e^{law.ln_width(depth):.4g}; give a budget "
+                        f"up to {largest:.4g} (optimal depth {deepest:,} layers)")
     width = law_width(depth, law)
     multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {
@@ -286,22 +285,23 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         import numpy as np
 
         a, b = ab
-        Ls = optimal_depth_samples(budget, a, b, vocab)
-        ds = np.exp(a + b * Ls)
+        Ls = optimal_depth_samples(budget, a, b, vocab, law.form)
+        ds = np.exp(law.form.ln_width(Ls, a, b, np))
         ci = _ci_header(law, level, samples, seed)
         ci["optimal_depth"], ci["valid_fraction"] = _interval(Ls, level)
         ci["optimal_width"], _ = _interval(ds, level)
         out["ci"], out["ci_note"] = ci, None
         if ci["optimal_depth"] is None:
             out["ci_note"] = (f"no {level:.0%} interval: only {ci['valid_fraction']:.1%} of the (a, b) samples have a "
-                              "solution (slope b <= 0 is likely)")
+                              f"solution (a slope outside {law.form.slope_rule} is likely)")
     return out
 
 
 def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFAULT_LEVEL,
                 samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Size at which ``depth`` (layers) is optimal: transition_params N(L) = 12·L·exp(2a+2bL)
-    (non-embedding), transition_width d(L), and with vocab the total N(L) + V·d(L)."""
+    """Size at which ``depth`` (layers) is optimal: transition_params N(L) = 12·L·d(L)² (default
+    form: 12·L·exp(2a+2bL); non-embedding), transition_width d(L), and with vocab the total
+    N(L) + V·d(L)."""
     if not (depth > 0 and math.isfinite(depth)):
         raise UserError(f"depth must be positive, got {depth!r}")
     check_depth(depth, law)
@@ -324,8 +324,9 @@ def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFA
 
         a, b = ab
         ci = _ci_header(law, level, samples, seed)
-        ci["transition_params"], ci["valid_fraction"] = _interval(12.0 * depth * np.exp(2 * a + 2 * b * depth), level)
-        ci["transition_width"], _ = _interval(np.exp(a + b * depth), level)
+        g = law.form.g(depth)
+        ci["transition_params"], ci["valid_fraction"] = _interval(12.0 * depth * np.exp(2 * a + 2 * b * g), level)
+        ci["transition_width"], _ = _interval(np.exp(a + b * g), level)
         out["ci"], out["ci_note"] = ci, None
     return out
 
@@ -351,7 +352,7 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
 
     The budget is 12·L·d² (+ V·d with vocab); optimal_depth is the law's optimum at it,
     depth_ratio = L / optimal_depth, verdict from :func:`classify` (too deep: widen; too wide:
-    deepen). Also law_width_at_depth = exp(a + b·L) and width_ratio = d / that. With a
+    deepen). Also law_width_at_depth = d(L) and width_ratio = d / that. With a
     covariance, ci gives intervals for optimal_depth and depth_ratio, and ``verdict_robust``
     says whether the whole depth_ratio interval lies outside the tolerance band on the same side.
     """
@@ -383,7 +384,7 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
     ab = sample_laws(law, samples, seed)
     if ab is not None:
         a, b = ab
-        Ls = optimal_depth_samples(budget, a, b, vocab)
+        Ls = optimal_depth_samples(budget, a, b, vocab, law.form)
         ci = _ci_header(law, level, samples, seed)
         ci["optimal_depth"], ci["valid_fraction"] = _interval(Ls, level)
         ci["depth_ratio"], _ = _interval(depth / Ls, level)

@@ -5,7 +5,8 @@ Loss surface (nats/token) for a model of depth L and non-embedding size N = 12·
     loss(N, L) = E + A·N^(-alpha) + c·(g(L) - g(L*(N)))²  +  seed noise ~ Normal(0, noise²)
 
 where L*(N) is the true optimal depth, the root of N = 12·L·exp(2a + 2b·L) (the law
-ln d_x = a + b·L read as in :mod:`depthwidth.fits.projections`), and g = ln (``symmetry="log"``,
+ln d_x = a + b·L read as in :mod:`depthwidth.fits.projections`; with ``form="log-depth"`` the law
+ln d_x = a + b·ln L and N = 12·L·exp(2a + 2b·ln L), any form of :mod:`depthwidth.fits.forms`), and g = ln (``symmetry="log"``,
 default) or g(L) = L/L*(N) (``symmetry="linear"``). The first two terms are a Kaplan-style size
 law shared by all depths; the last makes every depth worse the further it is from the optimum.
 
@@ -13,7 +14,7 @@ Where two depths cross: at equal N, loss(L_s) = loss(L_d) iff g(L*) is the midpo
 and g(L_d), i.e. L* = sqrt(L_s·L_d) for "log" and (L_s + L_d)/2 for "linear". So a doubling pair
 (L, 2L) crosses exactly at N* = 12·L'·exp(2a + 2b·L') with L' = sqrt(2)·L ("log"), and the
 width there at depth L' is exp(a + b·L'): fitting with ``--assign geom`` ("log") or
-``--assign arith`` ("linear") must recover (a, b). Below N* the deeper one is further from the
+``--assign arith`` ("linear") and ``--law-form`` the surface's form must recover (a, b). Below N* the deeper one is further from the
 optimum (worse); above it, nearer (better), the sign pattern the transition finder expects.
 
 Records are real ``record.json`` files, :class:`depthwidth.records.Record` of kind "train"
@@ -33,6 +34,7 @@ import numpy as np
 
 from depthwidth.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
+from depthwidth.fits.forms import DEFAULT_FORM, form_named
 from depthwidth.fits.law import Law
 from depthwidth.fits.projections import optimal_depth, transition_params
 from depthwidth.records import Record, params_of, run_dir, write_json_atomic, write_record
@@ -43,7 +45,8 @@ from depthwidth.theory.accounting import kaplan_n, width_for_budget
 class Surface:
     """Parameters of the synthetic loss surface (module docstring). a, b: the true law;
     E, A, alpha: size law (nats/token, N in parameters); c: depth penalty (nats per unit of
-    g²); noise: seed standard deviation (nats/token); symmetry: "log" or "linear"."""
+    g²); noise: seed standard deviation (nats/token); symmetry: "log" or "linear"; form: the
+    true law's form (a key of :data:`depthwidth.fits.forms.FORMS`)."""
 
     a: float = 4.0
     b: float = 0.08
@@ -53,9 +56,11 @@ class Surface:
     c: float = 0.08
     noise: float = 0.003
     symmetry: str = "log"
+    form: str = DEFAULT_FORM
 
     def law(self) -> Law:
-        return Law(self.a, self.b, None, None, "synthetic-truth", "depthwidth.fits.synthetic")
+        return Law(self.a, self.b, None, None, "synthetic-truth", "depthwidth.fits.synthetic",
+                   form=form_named(self.form))
 
     def optimal_depth(self, N: float) -> float:
         return optimal_depth(N, self.law())

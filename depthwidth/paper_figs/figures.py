@@ -136,8 +136,10 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
 
     - the transition points of this sweep (assigned depth L, ln d_x = ½·ln(N*/12L), error bars =
       bootstrap σ of ln d_x), from the fit;
-    - the fitted law ln d_x = a + b·L with a 95% band ±1.96·sqrt([1 L]·cov·[1 L]ᵀ) from the fit
-      covariance (solid over the fitted depth range, dashed where extrapolated);
+    - the fitted law in its own form, ln d_x = a + b·g(L) (g(L) = L by default, ln L for a
+      ``--law-form log-depth`` fit; :mod:`depthwidth.fits.forms`), with a 95% band
+      ±1.96·sqrt([1 g]·cov·[1 g]ᵀ) from the fit covariance (solid over the fitted depth range,
+      dashed where extrapolated; a form undefined at L = 0, like ln L, starts after it);
     - the published law of Levine et al. 2020, ln d_x = 5.039 + 0.0555·L (solid over its
       trained depths 6–48);
     - the theoretical threshold L = log₃ d_x, i.e. ln d_x = L·ln 3 (Levine et al. 2020;
@@ -149,6 +151,7 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     """
     import matplotlib.pyplot as plt
 
+    from depthwidth.fits.forms import DEFAULT_FORM
     from depthwidth.fits.law import levine2020
     from depthwidth.fits.lawfit import Z95
     from depthwidth.theory.separation import BASE
@@ -162,15 +165,17 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     ys = [pub.a + pub.b * x]
     if inputs.law is not None:
         law = inputs.law
-        y = law.a + law.b * x
+        with np.errstate(divide="ignore", invalid="ignore"):  # ln L at L = 0: dropped below
+            y = law.ln_width(x, np)
+        drawn = np.isfinite(y)
+        xf, y = x[drawn], y[drawn]
         ys.append(y)
-        lo, hi = law.depth_range or (x[0], x[-1])
-        inside = (x >= lo) & (x <= hi)
-        _solid_dashed(ax, x, y, inside, COLORS["fit"], f"this fit: ln d_x = {law.a:.3f} + {law.b:.4f}·L")
+        lo, hi = law.depth_range or (xf[0], xf[-1])
+        inside = (xf >= lo) & (xf <= hi)
+        _solid_dashed(ax, xf, y, inside, COLORS["fit"], f"this fit: {law.describe('.3f', '.4f', pretty=True)}")
         if law.cov is not None:
-            cov = np.asarray(law.cov, dtype=float)
-            se = np.sqrt(cov[0, 0] + 2 * x * cov[0, 1] + x * x * cov[1, 1])
-            ax.fill_between(x, y - Z95 * se, y + Z95 * se, color=COLORS["fit"], alpha=0.15, lw=0,
+            se = np.sqrt(law.ln_width_var(xf, np))
+            ax.fill_between(xf, y - Z95 * se, y + Z95 * se, color=COLORS["fit"], alpha=0.15, lw=0,
                             label="95% band (fit covariance)")
     pin = (x >= pub.depth_range[0]) & (x <= pub.depth_range[1])
     y_pub = pub.a + pub.b * x
@@ -214,7 +219,8 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     fit_txt = ""
     if inputs.law is not None:
         law = inputs.law
-        fit_txt = f"This fit: a = {law.a:.3f}, b = {law.b:.4f} ({len(points)} points). "
+        of_form = "" if law.form.key == DEFAULT_FORM else f" of {law.form.describe('a', 'b', pretty=True)}"
+        fit_txt = f"This fit: a = {law.a:.3f}, b = {law.b:.4f}{of_form} ({len(points)} points). "
     caption = ("ln of the transition width vs depth: "
                + ("transition points of this sweep (bars: bootstrap σ), " if points else "no transition points, ")
                + ("the fitted law with its 95% band from the fit covariance, " if inputs.law is not None else "")

@@ -103,6 +103,39 @@ def test_width_band_is_the_fit_covariance(tmp_path):
         assert (y[-1] - y[0]) / (x[-1] - x[0]) == pytest.approx(1.098612, abs=1e-6)
 
 
+def test_width_figure_draws_the_fitted_form(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from depthwidth.fits.forms import FORMS
+    from depthwidth.paper_figs.figures import width_vs_depth
+    from depthwidth.paper_figs.style import figure_style
+
+    # A log-depth fit ln d_x = 3 + 0.5·ln L: its curve is a + b·ln L (not a line in L), undefined
+    # at L = 0 and so drawn from the next grid point; var = var_a + 2·ln L·cov_ab + ln²L·var_b:
+    # at L = 50 (ln 50 = 3.912023), 0.04 - 0.039120 + 0.015304 = 0.016184.
+    law = Law(3.0, 0.5, ((0.04, -0.005), (-0.005, 0.001)), (2.0, 16.0), "t", "t", form=FORMS["log-depth"])
+    with figure_style():
+        fig, caption = width_vs_depth(_inputs(law))
+        ax = fig.axes[0]
+        fitted = [line for line in ax.lines if line.get_label().startswith("this fit")]
+        assert fitted[0].get_label() == "this fit: ln d_x = 3.000 + 0.5000·ln L"
+        # The solid (fitted depths) and dashed (extrapolated) parts: NaN-masked copies, one colour.
+        parts = [line for line in ax.lines if line.get_color() == fitted[0].get_color()]
+        x = np.concatenate([line.get_xdata() for line in parts])
+        y = np.concatenate([line.get_ydata() for line in parts])
+        x, y = x[np.isfinite(y)], y[np.isfinite(y)]
+        assert x.min() > 0 and x.max() == 50.0 and y == pytest.approx(3.0 + 0.5 * np.log(x), rel=1e-12)
+        band = next(c for c in ax.collections if c.get_label().startswith("95% band"))
+        v = np.concatenate([p.vertices for p in band.get_paths()])
+        ys = v[np.isclose(v[:, 0], 50.0), 1]
+        se = math.sqrt(0.04 - 0.01 * math.log(50) + 0.001 * math.log(50) ** 2)
+        mean = 3.0 + 0.5 * math.log(50)
+        assert ys.min() == pytest.approx(mean - 1.959964 * se, abs=1e-5)
+        assert ys.max() == pytest.approx(mean + 1.959964 * se, abs=1e-5)
+    assert "This fit: a = 3.000, b = 0.5000 of ln d_x = a + b·ln L" in caption
+
+
 def test_loss_figure_marks_each_transition_at_its_fitted_size(drawn, sweep):
     import matplotlib
 
