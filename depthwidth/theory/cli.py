@@ -121,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_seprank(cmds) -> None:
     p = cmds.add_parser("seprank", help="measured separation rank: exact grid-tensor rank of a tiny attention net",
-                        description="Exact grid-tensor rank of the analysed self-attention network (softmax, "
+                        description="Grid-tensor rank (exact modulo two primes) of the analysed self-attention network (softmax, "
                                     "LayerNorm, feed-forward removed) with random integer weights, next to the "
                                     "counting bound and the published-form bounds (theory.seprank). --table "
                                     "measures the README's table into --out/table.json (its figure: "
@@ -141,7 +141,7 @@ def _register_seprank(cmds) -> None:
                    help="weights are integers uniform in [-R, R], 1 <= R <= 16777191 (default 2^23: the generic "
                         "rank except with probability <= miss_bound, Schwartz-Zippel; small R can miss it)")
     p.add_argument("--residual", action="store_true", help="residual connections x + attn(x)")
-    p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (minutes)")
+    p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (~40 min: needs --allow-long)")
     p.add_argument("--out", default="results/seprank", help="table directory (default results/seprank)")
     p.add_argument("--allow-long", action="store_true",
                    help="run a measurement estimated to take more than 10 minutes (refused otherwise)")
