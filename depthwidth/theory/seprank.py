@@ -17,7 +17,8 @@ columns: the Q indices), its rank is a lower bound on the separation rank of f w
 
 Arithmetic. Weights and templates are integers, so every entry is an integer; float SVD ranks
 of these matrices fail from L = 3 (entries span hundreds of orders of magnitude), and exact
-elimination over Q (FLINT ``fmpz_mat.rank``, :func:`exact_rank`) took minutes at M = 128, L = 3.
+elimination over Q (FLINT ``fmpz_mat.rank``, :func:`exact_rank`) took minutes for one 128 x 128
+grid at L = 3.
 The grid is therefore evaluated exactly *modulo* each of two primes p < 2^25 (:data:`PRIMES`;
 :func:`evaluate_mod`, int64) and its rank computed over the field F_p (FLINT ``nmod_mat``,
 :func:`mod_rank`). A minor nonzero mod p is a nonzero integer, so each rank over F_p is a
@@ -223,7 +224,8 @@ def exact_rank(A: np.ndarray) -> int:
 
 def to_float(A: np.ndarray) -> np.ndarray:
     """A in float64, an integer (object) matrix first divided by one power of two 2^s so that its
-    largest entry fits (< 2^1000; exact ints reach ~2^1100 at L = 3 with the default weights), which
+    largest entry fits (< 2^1000; exact ints reach thousands of bits at L = 3 with the default weights
+    and templates), which
     leaves its rank unchanged; entries far below the largest underflow, as float64 would lose them."""
     A = np.asarray(A)
     if A.dtype != object or A.size == 0:
