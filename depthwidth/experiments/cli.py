@@ -144,7 +144,7 @@ def _seprank_trained_text(r: dict) -> str:
             f"rank of the rounded trained weights {grids}; float64 SVD of the float weights {r['rank_float_trained']}\n"
             f"same run at step 0 (rounded to 1/64): {r['init']['rank']}{' (lower bound)' if r['init']['lower_bound'] else ''}; "
             f"random integer weights: {rnd['rank']}{' (lower bound)' if rnd['lower_bound'] else ''}; counting bound "
-            f"log3 C(3^L + d_x, d_x) = {r['counting_bound']:.3f} (trained log3 rank "
+            f"C(3^L + d_x, d_x) = {r['counting_bound']} (log3 {r['log3_counting_bound']:.3f}; trained log3 rank "
             f"{r['log3_rank_trained'] if r['log3_rank_trained'] is None else round(r['log3_rank_trained'], 3)}); "
             f"trained vs step 0: {r['trained_vs_init']}, vs random: {r['trained_vs_random']}")
 

@@ -4,8 +4,8 @@ Issue 12's second half: does a short training run use the capacity the bound all
 the grid-tensor rank of a trained network (:mod:`depthwidth.theory.seprank`) as high as the
 generic (random-weight) rank at the same shape, or below it?
 
-The network trained is exactly the analysed one (Levine et al. 2020, arXiv
-2006.12467, §3 and App. B): L layers of H-head self-attention with softmax, LayerNorm and
+The network trained is exactly the analysed one of Levine et al. 2020 (arXiv 2006.12467, §3
+and App. B): L layers of H-head self-attention with softmax, LayerNorm and
 feed-forward removed, ``y_i = [x_i +] Σ_h W_O Σ_j <W_Q x_i, W_K x_j> W_V x_j`` (the function
 :func:`depthwidth.theory.seprank.evaluate` computes; :func:`forward` is the same in jax). Around
 it, only what a language model needs: a character embedding (V × d_x) into the N input
@@ -22,8 +22,9 @@ norm clipping, seeded windows, one XLA:CPU thread (:mod:`depthwidth.hostcpu`): d
 
 Rank of a trained network. The grid tensor needs exact arithmetic, so the trained float weights
 are rounded to a grid of multiples of 1/g (``denominator`` g; the table uses g = 64 and g = 256
-to see whether the rank is stable under the rounding) and measured exactly with integer
-templates (:func:`depthwidth.theory.seprank.grid_rank`; rational weights are exact there). The
+to see whether the rank is stable under the rounding) and measured on distinct integer
+templates, exactly modulo two primes (:func:`depthwidth.theory.seprank.grid_rank`; rational
+weights are exact there). The
 rounded network is an approximation of the float one: a rank of the rounded weights is the rank
 of a nearby network, not a proof about the float network (rank is lower semicontinuous, so the
 float network's rank is at least that of any network close enough to it -- but "close enough"
@@ -39,6 +40,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.theory.seprank import MAX_TEMPLATES
 
 DENOMINATORS = (64, 256)  # rounding grids 1/64 and 1/256 (the first is the headline)
 
@@ -238,25 +240,36 @@ def float_network(layers, residual: bool):
                                        residual=residual)
 
 
-def relative_rank(A: np.ndarray, rtol: float = 1e-3) -> int:
+def relative_rank(A: np.ndarray | None, rtol: float = 1e-3) -> int | None:
     """Numerical rank at relative tolerance: singular values of float64 ``A`` above
-    ``rtol``·σ_max. Not a rank (the exact one is :func:`depthwidth.theory.seprank.exact_rank`):
-    a measure of how many directions carry a non-negligible part of f on the grid."""
+    ``rtol``·σ_max (None for no grid). Not a rank (the exact one is
+    :func:`depthwidth.theory.seprank.mod_rank`): a measure of how many directions carry a
+    non-negligible part of f on the grid."""
+    if A is None:
+        return None
     s = np.linalg.svd(np.asarray(A, np.float64), compute_uv=False)
     return int((s > rtol * s[0]).sum()) if s.size and s[0] > 0 else 0
 
 
-def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.ndarray:
-    """Grid matrix of ``net`` in float64 on the seed-0 integer templates: a float network evaluated
-    in float64; an integer one (the random weights, up to 2^20: their entries overflow float64 at
-    L = 3) evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`)."""
+def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.ndarray | None:
+    """Grid matrix of ``net`` in float64 on the seed-0 templates: a float network evaluated in
+    float64; an integer one (the random weights: their entries overflow float64 at L = 3)
+    evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`), or
+    None where that big-integer grid is too large (:func:`depthwidth.theory.seprank.float_rank_of`)."""
+    import itertools
+
     from depthwidth.theory import seprank
 
     T = seprank.templates_for(n_templates, d_model, 0)
     part = seprank.balanced_partition(n_positions)
     if net.layers[0][0][0].dtype == object:
+        if n_templates**n_positions * 3 ** len(net.layers) > seprank.FLOAT_CHECK_WORK:
+            return None
         return seprank.to_float(seprank.grid_matrix(net, T, part))
-    return np.asarray(seprank.grid_matrix(net, np.asarray(T, dtype=np.float64), part), np.float64)
+    seprank.check_grid(n_templates, n_positions)
+    idx = np.array(list(itertools.product(range(n_templates), repeat=n_positions)))
+    vals = seprank.evaluate(net, np.asarray(T, dtype=np.float64)[idx]).reshape((n_templates,) * n_positions)
+    return np.asarray(seprank.matricise(vals, part), np.float64)
 
 
 def verdict(trained: dict, random: dict) -> str:
@@ -267,48 +280,45 @@ def verdict(trained: dict, random: dict) -> str:
     return "equal" if trained["rank"] == random["rank"] else "below" if trained["rank"] < random["rank"] else "above"
 
 
-def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: int = 128,
+def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: int = MAX_TEMPLATES,
                     denominators=DENOMINATORS) -> dict:
     """Trained vs untrained vs random vs bound at one shape, all on 2 measured positions by default.
 
-    ``trained`` {g: exact rank of the weights rounded to 1/g (:func:`quantise`,
-    :func:`depthwidth.theory.seprank.adaptive_rank`), a RankResult dict + ``lower_bound``};
+    ``trained`` {g: rank of the weights rounded to 1/g (:func:`quantise`,
+    :func:`depthwidth.theory.seprank.adaptive_rank`), a RankResult dict with its ``lower_bound``};
     ``init``: the same run's step-0 (Gaussian) weights rounded to the first grid, the untrained
     reference; ``random``: the committed table's procedure (integer weights uniform in
     [-R, R], R = :data:`depthwidth.theory.seprank.WEIGHT_RANGE`, best of 2 draws on the seed-0
     templates; :func:`depthwidth.theory.seprank.measure_adaptive`). On the seed-0 templates at the
     first grid's final M: ``rank_float_trained`` (float64 SVD rank of the float trained weights)
     and ``rel_rank_trained``/``rel_rank_init``/``rel_rank_random`` (:func:`relative_rank`, rtol
-    1e-3). Plus ``counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
+    1e-3; None where the random weights' big-integer grid is too large). Plus ``counting_bound``
+    (a count, None where too large) and ``log3_counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
     ``trained_vs_random`` (:func:`verdict`) and the run's :meth:`TrainResult.summary`. Raises
     UserError on a grid too large (:func:`depthwidth.theory.seprank.grid_matrix`)."""
     from depthwidth.theory import seprank
 
     s = res.spec
-    trained = {}
-    for g in denominators:
-        r = seprank.adaptive_rank(quantise(res.layers, g, s.residual), n_positions=n_positions,
-                                  max_templates=max_templates).to_dict()
-        trained[str(g)] = {**r, "lower_bound": seprank.is_lower_bound(r)}
+    trained = {str(g): seprank.adaptive_rank(quantise(res.layers, g, s.residual), n_positions=n_positions,
+                                             max_templates=max_templates).to_dict() for g in denominators}
     head = trained[str(denominators[0])]
-    r0 = seprank.adaptive_rank(quantise(res.init_layers, denominators[0], s.residual), n_positions=n_positions,
-                               max_templates=max_templates).to_dict()
-    init = {**r0, "lower_bound": seprank.is_lower_bound(r0)}
+    init = seprank.adaptive_rank(quantise(res.init_layers, denominators[0], s.residual), n_positions=n_positions,
+                                 max_templates=max_templates).to_dict()
     rnd = seprank.measure_adaptive(s.n_layer, s.d_model, s.n_head, residual=s.residual, n_positions=n_positions,
                                    max_templates=max_templates)
     rnd_net = seprank.random_network(s.n_layer, s.d_model, s.n_head, seed=rnd["seed"], residual=s.residual)
     A_tr = _float_grid(float_network(res.layers, s.residual), s.d_model, head["n_templates"], n_positions)
     A_rn = _float_grid(rnd_net, s.d_model, head["n_templates"], n_positions)
     A_in = _float_grid(float_network(res.init_layers, s.residual), s.d_model, head["n_templates"], n_positions)
-    random = {k: rnd[k] for k in ("rank", "rank_float", "n_templates", "saturated", "cap", "seed")}
-    random["lower_bound"] = seprank.is_lower_bound(rnd)
+    random = {k: rnd[k] for k in ("rank", "rank_float", "n_templates", "saturated", "cap", "seed", "lower_bound")}
     rt, rr = head["rank"], rnd["rank"]
+    cb = {k: rnd[k] for k in ("counting_bound", "log3_counting_bound")}
+    within = rt <= cb["counting_bound"] if cb["counting_bound"] is not None else rt == 0 or math.log(rt, 3) <= cb["log3_counting_bound"]
     return {**res.summary(), "measured_positions": n_positions, "trained": trained, "init": init, "random": random,
             "rank_float_trained": seprank.float_rank(A_tr), "rel_rank_trained": relative_rank(A_tr),
-            "rel_rank_init": relative_rank(A_in), "rel_rank_random": relative_rank(A_rn), "counting_bound": rnd["counting_bound"],
+            "rel_rank_init": relative_rank(A_in), "rel_rank_random": relative_rank(A_rn), **cb,
             "log3_rank_trained": math.log(rt, 3) if rt else None, "log3_rank_random": math.log(rr, 3) if rr else None,
-            "within_counting_bound": rt == 0 or math.log(rt, 3) <= rnd["counting_bound"] + 1e-12,
-            "stable_across_grids": len({t["rank"] for t in trained.values()}) == 1,
+            "within_counting_bound": within, "stable_across_grids": len({t["rank"] for t in trained.values()}) == 1,
             "trained_vs_init": verdict(head, init), "trained_vs_random": verdict(head, random)}
 
 
@@ -317,7 +327,7 @@ TABLE_SHAPES = tuple((L, d, H) for L in (1, 2, 3) for d in (2, 3, 4) for H in (1
 
 
 def table(shapes=TABLE_SHAPES, *, residual=(False, True), steps: int = 400, seed: int = 0, corpus: str = "austen",
-          data_dir=None, max_templates: int = 128, progress=None) -> list[dict]:
+          data_dir=None, max_templates: int = MAX_TEMPLATES, progress=None) -> list[dict]:
     """:func:`train` then :func:`measure_trained` for every shape and residual setting (rows in
     that order); ``progress(i, n, row)`` after each. Raises UserError (corpus, sizes)."""
     text = load_chars(corpus, data_dir)
@@ -332,7 +342,7 @@ def table(shapes=TABLE_SHAPES, *, residual=(False, True), steps: int = 400, seed
 
 
 def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "austen", data_dir=None,
-                max_templates: int = 128, progress=None) -> dict:
+                max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
     """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/trained.json``
     atomically (:func:`depthwidth.records.write_json_atomic`): {"rows", "method", ...}."""
     from pathlib import Path
@@ -349,9 +359,11 @@ def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "aus
            "method": f"char-level next-character prediction on {corpus} (train split), context of {spec.n_positions} "
                      f"characters (latest at position 0), embedding V x d_x and linear read-out of position 0; "
                      f"Adam lr {spec.lr}, clip 1.0, batch {spec.batch_size}, {steps} steps, seed {seed}; trained "
-                     f"weights rounded to multiples of 1/{DENOMINATORS[0]} (headline) and 1/{DENOMINATORS[1]}, rank over Q "
-                     "by FLINT on integer templates (adaptive M as in table.json, at most "
+                     f"weights rounded to multiples of 1/{DENOMINATORS[0]} (headline) and 1/{DENOMINATORS[1]}, rank of the "
+                     "grid on distinct integer templates over F_p for two primes by FLINT nmod_mat (a lower bound on "
+                     "the rank over Q; adaptive M as in table.json, at most "
                      f"{max_templates}); measured at 2 positions (the counting bound's setting)",
+           "command": "depthwidth seprank-trained --table --out results/seprank",
            "n_positions_trained": spec.n_positions, "n_positions_measured": 2, "steps": steps, "seed": seed,
            "corpus": corpus, "denominators": list(DENOMINATORS), "max_templates": max_templates, "rows": rows}
     write_json_atomic(Path(out) / "trained.json", doc)

@@ -4,8 +4,8 @@ Reads the ``table.json`` written by :func:`depthwidth.theory.seprank.write_table
 measured here) and draws, per width d_x (H = 1, no residual: the residual rows measured the same
 ranks), log₃ of the measured rank against depth, next to the counting bound
 log₃ C(3^L + d_x, d_x) and the reconstructed published-form upper bound. Filled markers: the
-rank is saturated (more templates do not raise it, and it is at most half the distinct-row cap);
-open markers: a lower bound (:func:`depthwidth.theory.seprank.is_lower_bound`). With the
+rank is exact (below the number of distinct templates and unchanged by new ones); open markers:
+a lower bound (:func:`depthwidth.theory.seprank.is_lower_bound`). With the
 ``trained.json`` of :func:`depthwidth.experiments.seprank_train.write_table`, crosses mark the
 rank of the same shapes after a short training run on real text (weights rounded to 1/64).
 """
@@ -54,7 +54,7 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1, trained: dict
         for r in rs:
             ax.plot(r["n_layer"], r["log3_rank"], "o", ms=6, color=cols[d],
                     mfc="white" if is_lower_bound(r) else cols[d])
-        ax.plot(Ls, [r["counting_bound"] for r in rs], color=cols[d], ls="--", lw=1.0)
+        ax.plot(Ls, [r["log3_counting_bound"] for r in rs], color=cols[d], ls="--", lw=1.0)
         up = [(r["n_layer"], r["log3_sep_upper"]) for r in rs if r.get("log3_sep_upper") is not None]
         if up:
             ax.plot(*zip(*up), color=cols[d], ls=":", lw=1.2)
@@ -66,10 +66,10 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1, trained: dict
     ax.set_xlabel("depth L (layers)")
     ax.set_ylabel("log₃ rank")
     ax.set_xticks(sorted({r["n_layer"] for r in rows}))
-    ax.set_title(f"Measured grid-tensor rank (exact), H = {n_head}, {doc.get('n_positions', 2)} positions",
+    ax.set_title(f"Measured grid-tensor rank, H = {n_head}, {doc.get('n_positions', 2)} positions",
                  fontsize=10)
     handles = [Line2D([], [], color=cols[d], lw=2, label=f"d_x = {d}") for d in widths]
-    handles += [Line2D([], [], color="k", marker="o", lw=1.6, label="measured (filled: saturated)"),
+    handles += [Line2D([], [], color="k", marker="o", lw=1.6, label="measured (filled: exact)"),
                 Line2D([], [], color="k", marker="o", mfc="white", lw=0, label="lower bound (templates capped it)"),
                 Line2D([], [], color="k", ls="--", lw=1.0, label="counting bound C(3^L + d_x, d_x)"),
                 Line2D([], [], color="k", ls=":", lw=1.2, label="published-form upper bound (reconstructed)")]
@@ -78,7 +78,7 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1, trained: dict
                               label=f"trained {trained.get('steps', '?')} steps on {trained.get('corpus', '?')} (1/64 grid)"))
     ax.legend(handles=handles, fontsize=7, loc="upper left")
     fig.tight_layout()
-    caption = ("Exact grid-tensor rank of the analysed self-attention network (softmax, LayerNorm and "
+    caption = ("Grid-tensor rank of the analysed self-attention network (softmax, LayerNorm and "
                f"feed-forward removed; random integer weights; H = {n_head}) against depth, next to the counting "
                "bound and the reconstructed published-form upper bound. Open markers are lower bounds."
                + (" Crosses: the same shapes after a short training run on real text." if trows else ""))

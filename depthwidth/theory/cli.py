@@ -127,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_seprank(cmds) -> None:
     p = cmds.add_parser("seprank", help="measured separation rank: exact grid-tensor rank of a tiny attention net",
-                        description="Exact grid-tensor rank of the analysed self-attention network (softmax, "
+                        description="Grid-tensor rank (exact modulo two primes) of the analysed self-attention network (softmax, "
                                     "LayerNorm, feed-forward removed) with random integer weights, next to the "
                                     "counting bound and the published-form bounds (theory.seprank). --table "
                                     "measures the README's table into --out/table.json (its figure: "
@@ -137,55 +137,100 @@ def _register_seprank(cmds) -> None:
     p.add_argument("--heads", type=_int("--heads"), default=1, help="H (divides d_x; default 1)")
     p.add_argument("--positions", type=_int("--positions", 2), default=2, help="N positions, even (default 2)")
     p.add_argument("--templates", type=_int("--templates"), default=None,
-                   help="M template vectors (default: doubled from 8 until the rank saturates, at most 128)")
+                   help="M distinct template vectors (default: doubled from 8 until the rank is below M and "
+                        "unchanged by 4 new templates, at most --max-templates)")
+    p.add_argument("--max-templates", type=_int("--max-templates"), default=None,
+                   help="largest M of the adaptive measurement (default 1024)")
     p.add_argument("--seed", type=_int("--seed", 0), default=0, help="weights/templates seed (default 0)")
     p.add_argument("--draws", type=_int("--draws"), default=2, help="weight draws; the rank is their maximum (default 2)")
     p.add_argument("--weight-range", type=_int("--weight-range"), default=None,
-                   help="weights are integers uniform in [-R, R] (default 2^20: the generic rank except with "
-                        "probability <= miss_bound, Schwartz-Zippel; small R can miss it)")
+                   help="weights are integers uniform in [-R, R], 1 <= R <= 16777191 (default 2^23: the generic "
+                        "rank except with probability <= miss_bound, Schwartz-Zippel; small R can miss it)")
     p.add_argument("--residual", action="store_true", help="residual connections x + attn(x)")
-    p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (minutes)")
+    p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (~40 min: needs --allow-long)")
     p.add_argument("--out", default="results/seprank", help="table directory (default results/seprank)")
+    p.add_argument("--allow-long", action="store_true",
+                   help="run a measurement estimated to take more than 10 minutes (refused otherwise)")
     add_json_flag(p)
     p.set_defaults(func=_seprank)
 
 
-def _seprank(args) -> int:
+def _seprank_table(args) -> int:
     import sys
     from pathlib import Path
 
     from depthwidth.theory import seprank
 
-    if args.table:
-        def progress(i, n, r):
-            print(f"[seprank] {i}/{n} L={r['n_layer']} d={r['d_model']} H={r['n_head']} residual={r['residual']}: "
-                  f"rank {r['rank']} (M={r['n_templates']})", file=sys.stderr, flush=True)
+    if Path(args.out).exists() and not Path(args.out).is_dir():  # before the estimate, not after it
+        raise UserError(f"--out {args.out} exists and is not a directory")
+    M = args.max_templates or seprank.MAX_TEMPLATES
+    est = seprank.table_seconds(max_templates=M)
+    seprank.check_time(est, allow_long=args.allow_long)
+    print(f"[seprank] table: {2 * len(seprank.TABLE_SHAPES)} rows, at most ~{est / 60:.0f} min (worst case); "
+          f"each row is written to {args.out}/table.json as it comes", file=sys.stderr, flush=True)
 
-        doc = seprank.write_table(args.out, seed=args.seed, progress=progress)
-        path = str(Path(args.out) / "table.json")
-        emit(args, {"table": path, "rows": len(doc["rows"])}, f"wrote {path} ({len(doc['rows'])} rows)")
-        return 0
+    def progress(i, n, r):
+        print(f"[seprank] {i}/{n} L={r['n_layer']} d={r['d_model']} H={r['n_head']} residual={r['residual']}: "
+              f"rank {r['rank']}{' (lower bound)' if r['lower_bound'] else ''} (M={r['n_templates']})",
+              file=sys.stderr, flush=True)
+
+    doc = seprank.write_table(args.out, seed=args.seed, max_templates=M, progress=progress)
+    path = str(Path(args.out) / "table.json")
+    emit(args, {"table": path, "rows": len(doc["rows"])}, f"wrote {path} ({len(doc['rows'])} rows)")
+    return 0
+
+
+def _seprank_measure(args):
+    """One measurement (fixed or adaptive M), after its time estimate; progress lines on stderr
+    when it may take more than a few seconds."""
+    import sys
+
+    from depthwidth.theory import seprank
+
+    seprank.random_network(args.layers, args.width, args.heads, weight_range=args.weight_range)  # sizes, range
+    seprank.balanced_partition(args.positions)
+    M = args.max_templates or seprank.MAX_TEMPLATES
+    start, top = (args.templates, args.templates) if args.templates is not None else (8, M)
+    seprank.check_grid(start + 4, args.positions)
+    est = seprank.estimate_seconds(args.layers, args.width, n_positions=args.positions, start=start,
+                                   max_templates=top, draws=args.draws)
+    seprank.check_time(est, allow_long=args.allow_long)
+    loud = est > 30
+    if loud:
+        print(f"[seprank] up to ~{est:.0f} s if the rank keeps growing to M = {top} (cost model: "
+              "theory.seprank.estimate_seconds)", file=sys.stderr, flush=True)
+
+    def progress(m, r):
+        if loud:
+            print(f"[seprank] M={m}: rank {r['rank']}{' (lower bound)' if r['lower_bound'] else ''}",
+                  file=sys.stderr, flush=True)
+
+    return seprank.measure_adaptive(args.layers, args.width, args.heads, residual=args.residual, seed=args.seed,
+                                    n_positions=args.positions, start=start, max_templates=top, draws=args.draws,
+                                    weight_range=args.weight_range, progress=progress)
+
+
+def _seprank(args) -> int:
+    if args.table:
+        return _seprank_table(args)
     if args.layers is None or args.width is None:
         raise UserError("theory seprank needs --layers and --width (or --table)")
-    if args.templates is None:
-        r = seprank.measure_adaptive(args.layers, args.width, args.heads, residual=args.residual, seed=args.seed,
-                                     n_positions=args.positions, draws=args.draws, weight_range=args.weight_range)
-    else:
-        r = seprank.measure(args.layers, args.width, args.heads, n_positions=args.positions, n_templates=args.templates,
-                            seed=args.seed, residual=args.residual, draws=args.draws, step=4,
-                            weight_range=args.weight_range)
-    low = seprank.is_lower_bound(r)
+    r = _seprank_measure(args)
+    low = r["lower_bound"]
     bounds = (f"published-form bounds [{r['log3_sep_lower']:.2f}, {r['log3_sep_upper']:.2f}]"
               if r["log3_sep_upper"] is not None else "published-form bounds undefined (d_x <= H)")
+    count = r["counting_bound"] if r["counting_bound"] is not None else f"3^{r['log3_counting_bound']:.1f}"
+    fl = "not computed (grid too large)" if r["rank_float"] is None else r["rank_float"]
     text = (f"L={r['n_layer']} d_x={r['d_model']} H={r['n_head']}{' residual' if r['residual'] else ''}, "
-            f"{r['n_positions']} positions, {r['n_templates']} templates ({r['shape'][0]}x{r['shape'][1]} grid): "
-            f"rank {r['rank']} (exact; float64 SVD {r['rank_float']}){' - a lower bound: more templates may raise it' if low else ''}\n"
-            f"log3 rank {r['log3_rank']:.3f} vs counting bound log3 C(3^L + d_x, d_x) = {r['counting_bound']:.3f}; "
-            f"{bounds}; {r['regime']} (L_th = {r['threshold_depth']:.3f})\n"
+            f"{r['n_positions']} positions, {r['n_templates']} distinct templates ({r['shape'][0]}x{r['shape'][1]} grid): "
+            f"rank {r['rank']} (over F_p for p = {', '.join(map(str, r['moduli']))}: {r['ranks_mod']}; float64 SVD {fl})"
+            f"{' - a lower bound: the templates could not exceed it' if low else ''}\n"
+            f"counting bound C(3^L + d_x, d_x) = {count} (log3 {r['log3_counting_bound']:.3f}; log3 rank "
+            f"{r['log3_rank']:.3f}); {bounds} (log3); {r['regime']} (L_th = {r['threshold_depth']:.3f})\n"
             f"weights in [-{r['weight_range']}, {r['weight_range']}], best of {r['draws']} draws: below the generic "
             f"rank with probability <= {r['miss_bound']:.2g} (Schwartz-Zippel)" if r["rank"] else
             "rank 0: f vanishes on the grid for every weight draw (try --draws or --seed)")
-    emit(args, {**r, "lower_bound": low}, text)
+    emit(args, r, text)
     return 0
 
 

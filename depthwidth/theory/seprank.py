@@ -1,8 +1,8 @@
-"""Measured separation rank: the grid-tensor rank of tiny self-attention networks, exactly.
+"""Measured separation rank: the grid-tensor rank of tiny self-attention networks.
 
-The *analysed network* of Levine et al. 2020 (arXiv 2006.12467, §3 and App. B; docs/concepts.md) is
-a stack of L multi-head self-attention layers with the softmax, LayerNorm and feed-forward
-activations removed. Layer l maps the positions' vectors x_1..x_N (width d_x) to
+The *analysed network* of Levine et al. 2020 (arXiv 2006.12467, §3 and App. B) is a stack of L
+multi-head self-attention layers with the softmax, LayerNorm and feed-forward activations
+removed. Layer l maps the positions' vectors x_1..x_N (width d_x) to
 
     y_i = [x_i +] Σ_h W_O^{l,h} Σ_j <W_Q^{l,h} x_i, W_K^{l,h} x_j> W_V^{l,h} x_j
 
@@ -15,42 +15,48 @@ Grid tensor (the paper's App. B): pick M template vectors t_1..t_M; A[i_1..i_N] 
 t_{i_N}). Matricised across a balanced partition (P, Q) of the positions (rows: the P indices,
 columns: the Q indices), its rank is a lower bound on the separation rank of f w.r.t. (P, Q).
 
-Exactness. Float SVD ranks of these matrices fail already at L = 3 (entries span dozens of
-orders of magnitude). Here weights and templates are random integers, so every entry is an exact
-integer (Python ints, no overflow), and the rank is computed over the rationals by FLINT
-(``python-flint``: ``fmpz_mat.rank``, fraction-free elimination) -- exact for the weights drawn,
-not probabilistic. A float64 SVD rank (tolerance max(shape)·eps·σ_max, numpy's default) is kept
-as a cross-check, and :func:`grid_rank` reports whether the two agree.
+Arithmetic. Weights and templates are integers, so every entry is an integer; float SVD ranks
+of these matrices fail from L = 3 (entries span hundreds of orders of magnitude), and exact
+elimination over Q (FLINT ``fmpz_mat.rank``, :func:`exact_rank`) took minutes for one 128 x 128
+grid at L = 3.
+The grid is therefore evaluated exactly *modulo* each of two primes p < 2^25 (:data:`PRIMES`;
+:func:`evaluate_mod`, int64) and its rank computed over the field F_p (FLINT ``nmod_mat``,
+:func:`mod_rank`). A minor nonzero mod p is a nonzero integer, so each rank over F_p is a
+certified lower bound on the rank over Q; it falls short only if p divides every r × r minor,
+and the two primes, whose larger rank is reported, agree in every row of the committed tables
+(``ranks_mod``). A float64 SVD rank of the big-integer grid is kept as a cross-check where that
+grid is small enough (:data:`FLOAT_CHECK_WORK`).
 
 Generic rank, and the bound relied on. What is wanted is the *generic* rank r* of the grid
-matrix A(W) on the given templates: its rank for all weights W outside a proper algebraic subset
-(r* = max_W rank A(W)); the rank at any one W is <= r*, so a measurement can only fall short. Each
-entry of A(W) is a polynomial in the weights of total degree <= D_L = 2(3^L - 1) (layer l's
-output has weight degree D_l = 4 + 3 D_{l-1}, D_0 = 0; the residual term only adds lower
-degrees), so some r* x r* minor of A is a nonzero polynomial in W of degree <= r*·D_L. By the
-Schwartz-Zippel lemma, weights drawn independently and uniformly from the 2R + 1 integers in
-[-R, R] make that minor vanish -- the only way to measure less than r* -- with probability
+matrix: its rank for all weights and templates outside a proper algebraic subset; the rank at
+any one draw is <= r*, so a measurement can only fall short. Each entry is a polynomial of total
+degree <= D_L = 2(3^L - 1) in the weights (layer l's output has weight degree D_l = 4 + 3 D_{l-1},
+D_0 = 0; the residual term only adds lower degrees) and <= 3^L in the template entries, so some
+r* x r* minor is a nonzero polynomial of degree <= r*·D_L in the weights and <= r*·3^L in the
+templates. By the Schwartz-Zippel lemma (over F_p too: the 2R + 1 integers of [-R, R] stay
+distinct mod p while 2R + 1 <= p, :data:`MAX_WEIGHT_RANGE`), templates with entries uniform in
+[-T, T] and k independent weight draws uniform in [-R, R] (the best of k *on the same
+templates*, :func:`generic_rank`) miss r* with probability at most
 
-    P(rank A(W) < r*) <= r*·D_L / (2R + 1) <= min(shape)·D_L / (2R + 1),
+    min(shape)·3^L / (2T + 1) + (min(shape)·D_L / (2R + 1))^k
 
-and :func:`generic_rank` takes the best of k independent weight draws *on the same templates*,
-so it falls short of r* with probability <= (min(shape)·D_L / (2R + 1))^k (``miss_bound`` in
-:func:`measure`'s result). With R = :data:`WEIGHT_RANGE` = 2^20 and k = 2 that is <= 1.1e-5 for
-L <= 3 with M <= 128 (per draw <= 128·52 / (2^21 + 1) = 3.2e-3) and <= 1e-4 for L = 4 (per draw
-<= 128·160 / (2^21 + 1) = 9.8e-3); each table row records its own. Small
-ranges are not enough: with weights in [-2, 2] and head size 1 (d_x = 2, H = 2) both draws of
-the earlier table landed on the exceptional set (rank 2 instead of 3 at L = 1, 12 instead of 15
-at L = 2, 0 -- f ≡ 0 -- instead of 22 at L = 3; ``tests/theory/test_seprank.py``). The larger
-integers cost time: the entries have about D_L·log2(R) more bits (~1,000 at L = 3, ~3,200 at
-L = 4), which slows the exact evaluation and elimination (measured in the README). Templates stay
-small (integers in [-3, 3]): they fix the grid, not the weights' genericity; whether they are
-enough is the saturation check below.
+(:func:`template_miss_bound` + :func:`miss_bound`, ``miss_bound`` in :func:`measure`'s result).
+With R = T = 2^23 and k = 2 that is <= 2.1e-4 at L = 3, M = 128 and <= 5e-3 at L = 4, M = 1024.
+Small weight ranges are not enough: with weights in [-2, 2] and head size 1 (d_x = 2, H = 2)
+both draws landed on the exceptional set (rank 2 instead of 3 at L = 1, 12 instead of 15 at
+L = 2; ``tests/theory/test_seprank.py``).
 
-When is M large enough? Two caps exist besides the true rank: the number of distinct rows or
-columns (f is symmetric in the positions other than 0, so a side of k positions not holding
-position 0 has only C(M+k-1, k) distinct index multisets), and too few templates to separate
-the function's monomials. The rank is reported as *saturated* when adding ``step`` templates
-does not raise it; otherwise it is a lower bound (``saturated`` false).
+Templates, and when M is large enough. Templates are *distinct by construction*
+(:func:`templates_for`): with entries in [-3, 3] there were only 49 distinct vectors at d_x = 2,
+M = 64 draws held ~34, and a rank capped by the repeats passed for saturated (issue 23: the
+"width-2 plateau" of rank 22 at L = 3 and 4, really 105 and 861). The rank can exceed neither
+the number of distinct rows nor of distinct columns (f is symmetric in the positions other than
+0, so a side of k positions not holding position 0 has only C(M+k-1, k) distinct index
+multisets: :func:`distinct_cap`, counted on the distinct templates). A rank is reported as
+exact (``lower_bound`` false) only when it is below that cap *and* unchanged by ``step`` new
+templates; otherwise it is a lower bound. At N = 2 the cap test alone suffices for generic
+templates: the grid is V_x C V_y^T (V: monomials evaluated at the templates), whose generic rank
+is min(M, rank C), so a rank below M is rank C, the separation rank of f (App. B).
 """
 
 from __future__ import annotations
@@ -63,13 +69,24 @@ import numpy as np
 
 from depthwidth.errors import UserError
 
-WEIGHT_RANGE = 2**20  # weights are integers in [-R, R], R = 2^20 (module docstring: the bound)
+WEIGHT_RANGE = 2**23  # weights are integers in [-R, R], R = 2^23 (module docstring: the bound)
 DRAWS = 2  # weight draws per measurement; the rank is their maximum
-TEMPLATE_RANGE = 3  # template entries are integers in [-3, 3]
-MAX_GRID = 2_000_000  # evaluations (M^N) refused above this: minutes of exact integer arithmetic
-# ... and M^N * 3^L (the entries are degree-3^L polynomials, so their size grows like 3^L):
-# measured ~18 s at L=3, M=204, N=2 (1.1M); 2e7 keeps one measurement within minutes.
+# Template entries are integers in [-2^23, 2^23]: [-3, 3] held only 49 distinct vectors at d_x = 2,
+# and a wide range keeps the templates' Schwartz-Zippel term small (template_miss_bound).
+TEMPLATE_RANGE = 2**23
+# The two largest primes below 2^25 (sympy.prevprime): int64 products of residues stay < 2^50.
+PRIMES = (33554393, 33554383)
+# Weights must stay distinct modulo each prime for the Schwartz-Zippel bound over F_p: 2R + 1 <= p.
+MAX_WEIGHT_RANGE = (min(PRIMES) - 1) // 2
+MAX_GRID = 2_000_000  # evaluations (M^N) refused above this (memory: N·d_x int64 per evaluation)
+# The big-integer grid (exact entries, for the float64 cross-check and exact_rank) costs about
+# M^N * 3^L: measured ~18 s at L=3, M=204, N=2 (1.1M); refused above 2e7 ...
 MAX_WORK = 20_000_000
+# ... and the float64 cross-check is skipped above 2e6 (seconds, not minutes, per measurement).
+FLOAT_CHECK_WORK = 2_000_000
+MAX_TEMPLATES = 1024  # default largest M of the adaptive measurement
+SECONDS_PER_OP = 4.0e-9  # cost model of estimate_seconds, calibrated on this code (README)
+MAX_SECONDS = 600  # a measurement estimated longer is refused unless allowed (--allow-long)
 # Weights (4 d_x^2 per layer) refused above this: d_x = 500 at one layer is already far past any
 # exact rank we can compute, and --width 100000 asked numpy for 75 GiB before failing.
 MAX_WEIGHTS = 1_000_000
@@ -90,6 +107,15 @@ class Network:
     denominator: int = 1
 
 
+def check_weight_range(weight_range: int | None) -> int:
+    """R (default :data:`WEIGHT_RANGE`); UserError unless 1 <= R <= :data:`MAX_WEIGHT_RANGE`."""
+    R = WEIGHT_RANGE if weight_range is None else int(weight_range)
+    if not 1 <= R <= MAX_WEIGHT_RANGE:
+        raise UserError(f"--weight-range must be in 1..{MAX_WEIGHT_RANGE} (2R + 1 distinct residues modulo the "
+                        f"primes {min(PRIMES)}, {max(PRIMES)}), got {R}")
+    return R
+
+
 def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, residual: bool = False,
                    weight_range: int | None = None) -> Network:
     """Weights drawn uniformly from the integers in [-R, R], R = ``weight_range`` (default
@@ -102,9 +128,7 @@ def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, re
     if 4 * n_layer * d_model**2 > MAX_WEIGHTS:
         raise UserError(f"{n_layer} layer(s) of width {d_model} have {4 * n_layer * d_model**2:,} weights "
                         f"(> {MAX_WEIGHTS:,}); use a smaller width or fewer layers")
-    R = WEIGHT_RANGE if weight_range is None else int(weight_range)
-    if R < 1:
-        raise UserError(f"weight range must be >= 1, got {R}")
+    R = check_weight_range(weight_range)
     rng = np.random.default_rng(seed)
     da = d_model // n_head
 
@@ -186,9 +210,7 @@ def grid_matrix(net: Network, templates: np.ndarray, partition) -> np.ndarray:
         raise UserError(f"{M}^{N} evaluations of a degree-3^{len(net.layers)} polynomial ({work:,} > {MAX_WORK:,}) "
                         "would take hours of exact arithmetic; use fewer layers, templates or positions")
     idx = np.array(list(itertools.product(range(M), repeat=N)))  # row-major over positions 0..N-1
-    order = list(P) + list(Q)
-    vals = evaluate(net, templates[idx]).reshape((M,) * N)
-    return vals.transpose(order).reshape(M ** len(P), M ** len(Q))
+    return matricise(evaluate(net, templates[idx]).reshape((M,) * N), partition)
 
 
 def exact_rank(A: np.ndarray) -> int:
@@ -202,7 +224,8 @@ def exact_rank(A: np.ndarray) -> int:
 
 def to_float(A: np.ndarray) -> np.ndarray:
     """A in float64, an integer (object) matrix first divided by one power of two 2^s so that its
-    largest entry fits (< 2^1000; exact ints reach ~2^1100 at L = 3 with the default weights), which
+    largest entry fits (< 2^1000; exact ints reach thousands of bits at L = 3 with the default weights
+    and templates), which
     leaves its rank unchanged; entries far below the largest underflow, as float64 would lose them."""
     A = np.asarray(A)
     if A.dtype != object or A.size == 0:
@@ -220,64 +243,165 @@ def float_rank(A: np.ndarray) -> int:
     return int(np.linalg.matrix_rank(to_float(A)))
 
 
-def templates_for(n_templates: int, d_model: int, seed: int) -> np.ndarray:
-    """M template vectors with integer entries in [-TEMPLATE_RANGE, TEMPLATE_RANGE], (M, d_x)."""
+def templates_for(n_templates: int, d_model: int, seed: int, *, template_range: int | None = None) -> np.ndarray:
+    """M *distinct* template vectors, (M, d_x) object array of Python ints, entries uniform in
+    [-T, T] (T = ``template_range``, default :data:`TEMPLATE_RANGE`). A seeded stream of uniform
+    draws with repeats skipped, read in fixed chunks, so the first M of M + k templates are the
+    M templates: adding templates only adds genuinely new ones. Raises UserError when (2T + 1)^d_x
+    vectors cannot hold M distinct ones."""
+    T = TEMPLATE_RANGE if template_range is None else int(template_range)
+    if n_templates > (2 * T + 1) ** d_model:
+        raise UserError(f"{n_templates} distinct templates do not exist in [-{T}, {T}]^{d_model}")
     rng = np.random.default_rng(10_000 + seed)
-    return rng.integers(-TEMPLATE_RANGE, TEMPLATE_RANGE + 1, size=(n_templates, d_model)).astype(object)
+    seen: set = set()
+    rows: list = []
+    while len(rows) < n_templates:
+        for row in rng.integers(-T, T + 1, size=(64, d_model)).tolist():
+            if tuple(row) not in seen and len(rows) < n_templates:
+                seen.add(tuple(row))
+                rows.append(row)
+    return np.array(rows, dtype=np.int64).reshape(n_templates, d_model).astype(object)
 
 
-def distinct_cap(n_templates: int, partition) -> int:
-    """Most distinct rows or columns the matricised grid can have: a side holding position 0
-    has M^|side| index tuples; the other side, whose positions f treats alike, C(M+k-1, k)."""
+def distinct_templates(templates: np.ndarray) -> int:
+    """Number of distinct rows of ``templates`` (M, d_x): the templates that can raise a rank."""
+    return len({tuple(int(v) for v in row) for row in np.asarray(templates)})
+
+
+def distinct_cap(n_distinct: int, partition) -> int:
+    """Most linearly independent rows or columns the matricised grid can have with ``n_distinct``
+    distinct templates: a side holding position 0 has M^|side| index tuples; the other side,
+    whose positions f treats alike, C(M+k-1, k) multisets."""
     P, Q = partition
-    M = n_templates
+    M = n_distinct
     return min(M ** len(P), math.comb(M + len(Q) - 1, len(Q)))
+
+
+def _mod_weights(W, p: int) -> np.ndarray:
+    if np.asarray(W).dtype.kind == "f":
+        raise UserError("the modular rank needs integer weights (round them: Network.denominator)")
+    return np.array([int(w) % p for w in np.asarray(W).flat], dtype=np.int64).reshape(np.shape(W))
+
+
+def evaluate_mod(net: Network, X: np.ndarray, p: int) -> np.ndarray:
+    """:func:`evaluate` reduced modulo the prime ``p`` (< 2^25), in int64: X (E, N, d_x) integer ->
+    (E,) residues of c·f (c as in :func:`evaluate`, a power of the denominator, nonzero mod p).
+    Exact: every product is < 2^50 and every sum has fewer than 2^13 terms (d_x <= 500 by
+    :data:`MAX_WEIGHTS`), so nothing overflows int64 before its reduction."""
+    g, s = net.denominator % p, 1
+    X = (np.asarray(X, dtype=object) % p).astype(np.int64)
+    for layer in net.layers:
+        out = np.zeros_like(X)
+        for Wq, Wk, Wv, Wo in ((_mod_weights(w, p) for w in head) for head in layer):
+            q, k, v = X @ Wq.T % p, X @ Wk.T % p, X @ Wv.T % p
+            scores = q @ np.swapaxes(k, 1, 2) % p
+            out = (out + (scores @ v % p) @ Wo.T) % p
+        if net.residual and net.denominator > 1:
+            c = pow(g, 4, p) * s * s % p
+            X, s = (c * X % p + out) % p, c * s % p
+        else:
+            X = (X + out) % p if net.residual else out
+    return X[:, 0, 0]
+
+
+def mod_rank(A: np.ndarray, p: int) -> int:
+    """Rank over the field F_p of an integer matrix (FLINT nmod_mat). It never exceeds the rank
+    over the rationals: a minor nonzero mod p is a nonzero integer."""
+    import flint
+
+    if A.size == 0:
+        return 0
+    return int(flint.nmod_mat(np.asarray(A, dtype=np.int64).tolist(), p).rank())
+
+
+def matricise(vals: np.ndarray, partition) -> np.ndarray:
+    """A grid tensor (M,)*N matricised across ``partition`` (P, Q): shape (M^|P|, M^|Q|), rows
+    the P indices, columns the Q indices, both lexicographic."""
+    P, Q = partition
+    M = vals.shape[0]
+    return vals.transpose(list(P) + list(Q)).reshape(M ** len(P), M ** len(Q))
+
+
+def check_grid(n_templates: int, n_positions: int) -> None:
+    """UserError when M^N evaluations exceed :data:`MAX_GRID`."""
+    if n_templates**n_positions > MAX_GRID:
+        raise UserError(f"{n_templates}^{n_positions} = {n_templates**n_positions:,} evaluations exceeds "
+                        f"{MAX_GRID:,}; use fewer templates or positions")
 
 
 @dataclass
 class RankResult:
     """One measurement. seed: the templates' seed (from :func:`generic_rank`: the weight draw's
-    seed; its templates are the base seed's); rank: exact rank of the grid matrix; rank_float: float64 SVD rank;
-    rank_more_templates: exact rank with ``step`` more templates (None if not computed);
-    saturated: rank == rank_more_templates; cap: distinct rows/columns (:func:`distinct_cap`)."""
+    seed; its templates are the base seed's); rank: the largest of ``ranks_mod``, the grid
+    matrix's ranks over F_p for the primes ``moduli`` (each a lower bound on its rank over Q);
+    rank_float: float64 SVD rank (None where the big-integer grid it needs is too large,
+    :data:`FLOAT_CHECK_WORK`); distinct_templates: distinct template vectors among the M;
+    rank_more_templates: rank with ``step`` more (new) templates (None if not computed);
+    saturated: rank == rank_more_templates; cap: :func:`distinct_cap` of the distinct templates;
+    lower_bound: not (saturated and rank < cap) -- the templates could not exceed the rank."""
 
     n_layer: int
     d_model: int
     n_head: int
     n_positions: int
     n_templates: int
+    distinct_templates: int
     residual: bool
     seed: int
     partition: list
     shape: list
     rank: int
-    rank_float: int
+    ranks_mod: list
+    moduli: list
+    rank_float: int | None
     rank_more_templates: int | None
     saturated: bool | None
     cap: int
-    float_agrees: bool
+    lower_bound: bool
+    float_agrees: bool | None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def grid_rank(net: Network, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0, partition: int = 0,
-              step: int = 2, n_layer: int | None = None) -> RankResult:
-    """Exact grid-tensor rank of ``net`` (module docstring) with M = ``n_templates`` templates and,
-    when ``step`` > 0, with M + step to tell whether M was enough. Raises UserError on bad sizes."""
+              step: int = 2, n_layer: int | None = None, float_check: bool = True) -> RankResult:
+    """Grid-tensor rank of ``net`` (module docstring) with M = ``n_templates`` distinct templates
+    and, when ``step`` > 0, with ``step`` new ones added (the saturation check); over F_p for each
+    prime in :data:`PRIMES`. ``float_check``: also the float64 SVD rank where affordable. Raises
+    UserError on bad sizes."""
     if n_templates < 1:
         raise UserError(f"--templates must be >= 1, got {n_templates}")
     part = balanced_partition(n_positions, partition)
-    T = templates_for(n_templates + max(step, 0), net.d_model, seed)
-    A = grid_matrix(net, T[:n_templates], part)
-    r = exact_rank(A)
-    r_more = exact_rank(grid_matrix(net, T, part)) if step > 0 else None
-    rf = float_rank(A)
+    M, M2 = n_templates, n_templates + max(step, 0)
+    check_grid(M2, n_positions)
+    T = templates_for(M2, net.d_model, seed)
+    X = T[np.array(list(itertools.product(range(M2), repeat=n_positions)))]
+    ranks, more = [], []
+    for p in PRIMES:
+        vals = evaluate_mod(net, X, p).reshape((M2,) * n_positions)
+        ranks.append(mod_rank(matricise(vals[(slice(M),) * n_positions], part), p))
+        if step > 0:
+            more.append(mod_rank(matricise(vals, part), p))
+    r, r_more = max(ranks), (max(more) if more else None)
+    cap = distinct_cap(distinct_templates(T[:M]), part)
+    saturated = None if r_more is None else r_more == r
+    rf = float_rank_of(net, T[:M], part) if float_check else None
     return RankResult(n_layer=n_layer if n_layer is not None else len(net.layers), d_model=net.d_model,
-                      n_head=net.n_head, n_positions=n_positions, n_templates=n_templates, residual=net.residual,
-                      seed=seed, partition=[list(part[0]), list(part[1])], shape=list(A.shape), rank=r, rank_float=rf,
-                      rank_more_templates=r_more, saturated=None if r_more is None else r_more == r,
-                      cap=distinct_cap(n_templates, part), float_agrees=rf == r)
+                      n_head=net.n_head, n_positions=n_positions, n_templates=M, distinct_templates=distinct_templates(T[:M]),
+                      residual=net.residual, seed=seed, partition=[list(part[0]), list(part[1])],
+                      shape=[M ** len(part[0]), M ** len(part[1])], rank=r, ranks_mod=ranks, moduli=list(PRIMES),
+                      rank_float=rf, rank_more_templates=r_more, saturated=saturated, cap=cap,
+                      lower_bound=not (saturated and r < cap), float_agrees=None if rf is None else rf == r)
+
+
+def float_rank_of(net: Network, templates: np.ndarray, partition) -> int | None:
+    """float64 SVD rank of the exact (big-integer) grid matrix, the cross-check; None where
+    M^N·3^L exceeds :data:`FLOAT_CHECK_WORK` (the big integers would take minutes)."""
+    N = len(partition[0]) + len(partition[1])
+    if len(templates) ** N * 3 ** len(net.layers) > FLOAT_CHECK_WORK:
+        return None
+    return float_rank(grid_matrix(net, templates, partition))
 
 
 def weight_degree(n_layer: int) -> int:
@@ -291,6 +415,18 @@ def miss_bound(n_layer: int, size: int, *, draws: int = DRAWS, weight_range: int
     return min(1.0, size * weight_degree(n_layer) / (2 * weight_range + 1)) ** max(1, draws)
 
 
+def template_miss_bound(n_layer: int, size: int, n_templates: int, d_model: int,
+                        template_range: int = TEMPLATE_RANGE) -> float:
+    """Schwartz-Zippel bound on P(the templates drawn give a lower rank than generic templates):
+    an r x r minor has degree <= r·3^L in the template entries (f has degree 3^L in its inputs),
+    so uniform entries from 2T + 1 integers miss with probability <= size·3^L / (2T + 1);
+    divided by P(M draws distinct) >= 1 - C(M, 2)/(2T + 1)^d_x, the condition
+    :func:`templates_for` imposes. Capped at 1."""
+    S = 2 * template_range + 1
+    distinct = 1 - math.comb(n_templates, 2) / S**d_model
+    return 1.0 if distinct <= 0 else min(1.0, size * 3**n_layer / S / distinct)
+
+
 def generic_rank(n_layer: int, d_model: int, n_head: int, *, draws: int = DRAWS, seed: int = 0, residual: bool = False,
                  weight_range: int | None = None, **kw) -> RankResult:
     """The largest grid rank over ``draws`` independent weight draws (seeds seed, seed+1, ...)
@@ -300,120 +436,214 @@ def generic_rank(n_layer: int, d_model: int, n_head: int, *, draws: int = DRAWS,
     best = None
     for s in range(seed, seed + max(1, draws)):
         net = random_network(n_layer, d_model, n_head, seed=s, residual=residual, weight_range=weight_range)
-        r = grid_rank(net, seed=seed, **kw)
+        r = grid_rank(net, seed=seed, float_check=False, **kw)
         r.seed = s
         if best is None or (r.rank, r.saturated or False) > (best.rank, best.saturated or False):
             best = r
     return best
 
 
-def measure(n_layer: int, d_model: int, n_head: int, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0,
-            residual: bool = False, partition: int = 0, step: int = 2, draws: int = DRAWS,
-            weight_range: int | None = None) -> dict:
-    """Random-weight measurement next to the bounds: the generic rank (:func:`generic_rank`,
-    the best of ``draws`` weight draws; ``seed`` in the result is the draw that gave it) with
-    the RankResult's fields, plus ``draws``, ``weight_range``, ``miss_bound`` (:func:`miss_bound`
-    for this grid), ``log3_rank``,
-    ``counting_bound`` (log₃ C(3^L + d_x, d_x)) and the reconstructed published-form bounds
-    (``log3_sep_lower``/``log3_sep_upper``, null when d_x <= H) from :mod:`separation`, and
-    ``within_counting_bound``. Raises UserError on bad sizes."""
+def _count_and_log3(count: int | None, log3: float | None, name: str) -> dict:
+    """``name`` as a plain count (None where it exceeds 2^53, past exact float64 integers) and
+    ``log3_<name>`` beside it: one unit per key."""
+    plain = None if count is None or count > 2**53 else count
+    return {name: plain, f"log3_{name}": log3}
+
+
+def bound_fields(n_layer: int, d_model: int, n_head: int) -> dict:
+    """The bounds next to a measured rank, each as a count and as log₃ (:func:`_count_and_log3`):
+    ``counting_bound`` C(3^L + d_x, d_x) (:func:`depthwidth.theory.separation.monomial_count`) and
+    the reconstructed published-form ``sep_lower``/``sep_upper`` (Levine et al. 2020, Theorems 1
+    and 2 as reconstructed in :mod:`depthwidth.theory.separation`; None when d_x <= H), plus
+    ``regime`` and ``threshold_depth``."""
     from depthwidth.theory import separation
 
+    log3_count = separation.log_monomial_count(n_layer, d_model)
+    count = separation.monomial_count(n_layer, d_model) if log3_count * math.log10(3) < 30 else None
+    out = _count_and_log3(count, log3_count, "counting_bound")
+    try:
+        b = separation.bounds(n_layer, d_model, n_head)
+        lo, up, regime = b["log3_sep_lower"], b["log3_sep_upper"], b["regime"]
+    except UserError:  # d_x <= H: the published forms use log3(d_x - H)
+        lo = up = None
+        regime = separation.classify(n_layer, d_model)["regime"]
+    for name, v in (("sep_lower", lo), ("sep_upper", up)):
+        out.update(_count_and_log3(None if v is None or v > 40 else 3.0**v, v, name))
+    return {**out, "regime": regime, "threshold_depth": separation.threshold_depth(d_model)}
+
+
+def measure(n_layer: int, d_model: int, n_head: int, *, n_positions: int = 4, n_templates: int = 8, seed: int = 0,
+            residual: bool = False, partition: int = 0, step: int = 2, draws: int = DRAWS,
+            weight_range: int | None = None, float_check: bool = True) -> dict:
+    """Random-weight measurement next to the bounds: the generic rank (:func:`generic_rank`,
+    the best of ``draws`` weight draws; ``seed`` in the result is the draw that gave it) with
+    the RankResult's fields, plus ``draws``, ``weight_range``, ``template_range``,
+    ``miss_bound`` (:func:`miss_bound` + :func:`template_miss_bound` for this grid),
+    ``log3_rank``, the bounds of :func:`bound_fields` and ``within_counting_bound``.
+    ``float_check``: the float64 SVD rank of the best draw. Raises UserError on bad sizes."""
     R = WEIGHT_RANGE if weight_range is None else int(weight_range)
     res = generic_rank(n_layer, d_model, n_head, draws=draws, seed=seed, residual=residual, n_positions=n_positions,
                        n_templates=n_templates, partition=partition, step=step, weight_range=R).to_dict()
-    res["draws"] = draws
-    res["weight_range"] = R
-    res["miss_bound"] = miss_bound(n_layer, min(res["shape"]), draws=draws, weight_range=R)
-    count = separation.log_monomial_count(n_layer, d_model)
-    res["log3_rank"] = math.log(res["rank"], 3) if res["rank"] > 0 else None
-    res["counting_bound"] = count
-    res["within_counting_bound"] = res["rank"] == 0 or res["log3_rank"] <= count + 1e-12
-    try:
-        b = separation.bounds(n_layer, d_model, n_head)
-        res.update(log3_sep_lower=b["log3_sep_lower"], log3_sep_upper=b["log3_sep_upper"], regime=b["regime"])
-    except UserError:  # d_x <= H: the published forms use log3(d_x - H)
-        res.update(log3_sep_lower=None, log3_sep_upper=None, regime=separation.classify(n_layer, d_model)["regime"])
-    res["threshold_depth"] = separation.threshold_depth(d_model)
+    if float_check:
+        add_float_rank(res, random_network(n_layer, d_model, n_head, seed=res["seed"], residual=residual,
+                                           weight_range=R), seed=seed, partition=partition)
+    size = min(res["shape"])
+    res.update(draws=draws, weight_range=R, template_range=TEMPLATE_RANGE,
+               miss_bound=min(1.0, miss_bound(n_layer, size, draws=draws, weight_range=R)
+                              + template_miss_bound(n_layer, size, n_templates, d_model)),
+               log3_rank=math.log(res["rank"], 3) if res["rank"] > 0 else None, **bound_fields(n_layer, d_model, n_head))
+    cb, lcb = res["counting_bound"], res["log3_counting_bound"]
+    res["within_counting_bound"] = res["rank"] <= cb if cb is not None else res["log3_rank"] is None or res["log3_rank"] <= lcb
     return res
 
 
+def add_float_rank(res: dict, net: Network, *, seed: int = 0, partition: int = 0) -> dict:
+    """Fill ``rank_float``/``float_agrees`` of a measured row (a RankResult dict) for ``net`` on
+    the row's templates (:func:`float_rank_of`; None where too large); returns ``res``."""
+    T = templates_for(res["n_templates"], res["d_model"], seed)
+    rf = float_rank_of(net, T, balanced_partition(res["n_positions"], partition))
+    res.update(rank_float=rf, float_agrees=None if rf is None else rf == res["rank"])
+    return res
+
+
+def _schedule(start: int, max_templates: int, n_positions: int = 2, step: int = 4) -> list[int]:
+    """M = start, 2·start, ... up to ``max_templates``, and only while (M + step)^N evaluations
+    fit :data:`MAX_GRID` (``start`` itself is checked by :func:`check_grid`)."""
+    Ms = [start]
+    while 2 * Ms[-1] <= max_templates and (2 * Ms[-1] + step) ** n_positions <= MAX_GRID:
+        Ms.append(2 * Ms[-1])
+    return Ms
+
+
+def estimate_seconds(n_layer: int, d_model: int, *, n_positions: int = 2, start: int = 8, max_templates: int = 1024,
+                     step: int = 4, draws: int = DRAWS) -> float:
+    """Worst-case seconds of an adaptive measurement (every M of the doubling schedule, every
+    draw and prime), from a cost model calibrated on this code (:data:`SECONDS_PER_OP`): the
+    evaluations cost (M+step)^N·L·(4·N·d_x² + 2·N²·d_x) multiply-adds, the rank over F_p
+    M^(3N/2)."""
+    total = 0.0
+    for M in _schedule(start, max_templates, n_positions, step):
+        E = (M + step) ** n_positions
+        ops = E * n_layer * (4 * n_positions * d_model**2 + 2 * n_positions**2 * d_model) + 2 * M ** (1.5 * n_positions)
+        total += draws * len(PRIMES) * ops * SECONDS_PER_OP
+    return total
+
+
+def check_time(seconds: float, *, allow_long: bool, flag: str = "--allow-long") -> None:
+    """UserError naming the limit and ``flag`` when an estimated ``seconds`` exceeds
+    :data:`MAX_SECONDS` and the caller did not allow it."""
+    if seconds > MAX_SECONDS and not allow_long:
+        raise UserError(f"estimated {seconds / 60:.0f} min (worst case) exceeds the {MAX_SECONDS / 60:.0f}-min limit; "
+                        f"pass {flag} to run it, or use fewer templates, layers or positions")
+
+
 def measure_adaptive(n_layer: int, d_model: int, n_head: int, *, residual: bool = False, seed: int = 0,
-                     n_positions: int = 2, start: int = 8, max_templates: int = 128, step: int = 4,
-                     draws: int = DRAWS, weight_range: int | None = None) -> dict:
-    """:func:`measure` with M doubled from ``start`` until the rank is saturated (unchanged by
-    ``step`` more templates, and at most half the distinct-row/column cap) or M would exceed
-    ``max_templates``; the last measurement is returned (``saturated`` and ``cap`` say which)."""
-    M = start
-    while True:
+                     n_positions: int = 2, start: int = 8, max_templates: int = MAX_TEMPLATES, step: int = 4,
+                     draws: int = DRAWS, weight_range: int | None = None, progress=None) -> dict:
+    """:func:`measure` with M doubled from ``start`` until the rank is no longer a lower bound
+    (below the distinct-template cap and unchanged by ``step`` new templates) or M would exceed
+    ``max_templates`` (or (M + step)^N would exceed :data:`MAX_GRID`); the last measurement, with
+    its float64 cross-check. ``progress(M, row)``
+    after each M (for long measurements)."""
+    for M in _schedule(start, max_templates, n_positions, step):
         res = measure(n_layer, d_model, n_head, n_positions=n_positions, n_templates=M, seed=seed,
-                      residual=residual, step=step, draws=draws, weight_range=weight_range)
-        # Saturated with headroom: unchanged by `step` more templates and at most half the cap
-        # (a rank just under the cap can still be the templates' limit, not the function's).
-        if (res["saturated"] and 2 * res["rank"] <= res["cap"]) or 2 * M > max_templates:
-            return res
-        M *= 2
+                      residual=residual, step=step, draws=draws, weight_range=weight_range, float_check=False)
+        if progress:
+            progress(M, res)
+        if not res["lower_bound"]:
+            break
+    R = WEIGHT_RANGE if weight_range is None else int(weight_range)
+    return add_float_rank(res, random_network(n_layer, d_model, n_head, seed=res["seed"], residual=residual,
+                                              weight_range=R), seed=seed)
 
 
-def adaptive_rank(net: Network, *, n_positions: int = 2, seed: int = 0, start: int = 8, max_templates: int = 128,
-                  step: int = 4) -> RankResult:
+def adaptive_rank(net: Network, *, n_positions: int = 2, seed: int = 0, start: int = 8,
+                  max_templates: int = MAX_TEMPLATES, step: int = 4) -> RankResult:
     """:func:`grid_rank` of one given network (e.g. trained, rounded weights) with M doubled from
-    ``start`` by the rule of :func:`measure_adaptive` (saturated with headroom, or M would exceed
-    ``max_templates``); the last measurement. Raises UserError on bad sizes."""
-    M = start
-    while True:
-        r = grid_rank(net, n_positions=n_positions, n_templates=M, seed=seed, step=step)
-        if (r.saturated and 2 * r.rank <= r.cap) or 2 * M > max_templates:
-            return r
-        M *= 2
+    ``start`` by the rule of :func:`measure_adaptive`; the last measurement. Raises UserError on
+    bad sizes."""
+    for M in _schedule(start, max_templates, n_positions, step):
+        r = grid_rank(net, n_positions=n_positions, n_templates=M, seed=seed, step=step, float_check=False)
+        if not r.lower_bound:
+            break
+    T = templates_for(r.n_templates, net.d_model, seed)
+    r.rank_float = float_rank_of(net, T, balanced_partition(n_positions))
+    r.float_agrees = None if r.rank_float is None else r.rank_float == r.rank
+    return r
 
 
 def is_lower_bound(row: dict) -> bool:
     """Whether a measured row's rank may still be the templates' limit rather than the function's
-    (not saturated, or more than half the cap): then it is only a lower bound."""
-    return not (row.get("saturated") and 2 * row["rank"] <= row["cap"])
+    (:class:`RankResult` ``lower_bound``: not saturated, or not below the distinct-template cap)."""
+    return bool(row["lower_bound"])
 
 
 TABLE_SHAPES = tuple((L, d, H) for L in (1, 2, 3) for d in (2, 3, 4, 6, 8) for H in (1, 2) if d % H == 0) \
     + ((4, 2, 1), (4, 2, 2))
 
 
-def table(shapes=TABLE_SHAPES, *, residual=(False, True), seed: int = 0, max_templates: int = 128,
-          progress=None) -> list[dict]:
+def table(shapes=TABLE_SHAPES, *, residual=(False, True), seed: int = 0, max_templates: int = MAX_TEMPLATES,
+          progress=None, partial=None) -> list[dict]:
     """:func:`measure_adaptive` for every (L, d_x, H) in ``shapes`` and residual setting; rows in
-    that order. ``progress(i, n, row)`` is called after each row (for long tables)."""
+    that order. ``progress(i, n, row)`` is called after each row (for long tables), and
+    ``partial(rows)`` with the rows so far (to store them as they come)."""
     rows = []
     todo = [(s, r) for s in shapes for r in residual]
     for i, ((L, d, H), res) in enumerate(todo):
         rows.append(measure_adaptive(L, d, H, residual=res, seed=seed, max_templates=max_templates))
         if progress:
             progress(i + 1, len(todo), rows[-1])
+        if partial:
+            partial(rows)
     return rows
 
 
-def write_table(out: str, *, seed: int = 0, max_templates: int = 128, progress=None) -> dict:
-    """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/table.json``:
-    {"rows": [...], "method": ..., "seed", "max_templates", "n_positions"}; returns that dict."""
+def table_seconds(shapes=TABLE_SHAPES, *, residual=(False, True), max_templates: int = MAX_TEMPLATES) -> float:
+    """Worst-case seconds of :func:`table` (:func:`estimate_seconds` summed over its rows)."""
+    return len(residual) * sum(estimate_seconds(L, d, max_templates=max_templates) for L, d, _ in shapes)
+
+
+def _write_json(path: str, doc: dict) -> None:
     import json
     import os
     import tempfile
 
-    if os.path.exists(out) and not os.path.isdir(out):  # before minutes of measuring, not after
-        raise UserError(f"--out {out} exists and is not a directory")
-    rows = table(seed=seed, max_templates=max_templates, progress=progress)
-    doc = {"what": "exact grid-tensor rank of the analysed self-attention network (theory.seprank)",
-           "method": f"integer weights uniform in [-{WEIGHT_RANGE},{WEIGHT_RANGE}], integer templates in "
-                     f"[-{TEMPLATE_RANGE},{TEMPLATE_RANGE}], rank over Q by FLINT fmpz_mat (exact); the best of {DRAWS} "
-                     "weight draws on the same templates (below the generic rank with probability <= miss_bound, "
-                     "Schwartz-Zippel: (min(shape)*2(3^L-1)/(2R+1))^draws); templates doubled from 8 until the rank "
-                     "is unchanged by 4 more and at most half the cap, or 128; float64 SVD rank as a cross-check",
-           "weight_range": WEIGHT_RANGE, "draws": DRAWS,
-           "n_positions": 2, "seed": seed, "max_templates": max_templates, "rows": rows}
-    os.makedirs(out, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".table.json.")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".table.json.")
     with os.fdopen(fd, "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True)
         fh.write("\n")
     os.chmod(tmp, 0o644)
-    os.replace(tmp, os.path.join(out, "table.json"))
+    os.replace(tmp, path)
+
+
+def write_table(out: str, *, seed: int = 0, max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
+    """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/table.json``
+    atomically after every row (``complete`` false until the last): {"rows": [...], "method",
+    "seed", "max_templates", "n_positions", ...}; returns that dict. Raises UserError when
+    ``out`` is a file."""
+    import os
+
+    if os.path.exists(out) and not os.path.isdir(out):  # before minutes of measuring, not after
+        raise UserError(f"--out {out} exists and is not a directory")
+    doc = {"what": "grid-tensor rank of the analysed self-attention network (theory.seprank)",
+           "method": f"integer weights uniform in [-{WEIGHT_RANGE},{WEIGHT_RANGE}], distinct integer templates uniform "
+                     f"in [-{TEMPLATE_RANGE},{TEMPLATE_RANGE}]^d_x; the grid evaluated exactly modulo the primes "
+                     f"{list(PRIMES)} and its rank over each F_p by FLINT nmod_mat (a lower bound on its rank over Q; "
+                     f"rank = the larger); the best of {DRAWS} weight draws on the same templates (below the generic "
+                     "rank with probability <= miss_bound, Schwartz-Zippel over weights and templates); templates "
+                     "doubled from 8 until the rank is below the number of distinct templates and unchanged by 4 "
+                     f"new ones (else a lower bound), or {max_templates}; float64 SVD rank of the big-integer grid as "
+                     f"a cross-check where M^2*3^L <= {FLOAT_CHECK_WORK:,}",
+           "command": "depthwidth theory seprank --table --out results/seprank --allow-long",
+           "weight_range": WEIGHT_RANGE, "template_range": TEMPLATE_RANGE, "moduli": list(PRIMES), "draws": DRAWS,
+           "n_positions": 2, "seed": seed, "max_templates": max_templates, "complete": False, "rows": []}
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "table.json")
+
+    def partial(rows):
+        doc["rows"] = list(rows)
+        doc["complete"] = len(rows) == 2 * len(TABLE_SHAPES)
+        _write_json(path, doc)
+
+    table(seed=seed, max_templates=max_templates, progress=progress, partial=partial)
     return doc

@@ -86,6 +86,7 @@ def test_trained_rank_within_generic_rank_and_counting_bound(trained_1x4):
     assert m["random"]["rank"] == 5 and m["init"]["rank"] == 5
     assert m["rank_float_trained"] == 5
     assert m["log3_rank_trained"] <= separation.log_monomial_count(1, 4) and m["within_counting_bound"]
+    assert m["counting_bound"] == math.comb(3 + 4, 4) and m["log3_counting_bound"] == pytest.approx(math.log(35, 3))
     assert m["trained_vs_init"] == "equal"
 
 
