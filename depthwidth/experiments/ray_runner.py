@@ -150,8 +150,19 @@ def parse_env(items: list[str]) -> dict[str, str]:
     return out
 
 
-def import_ray():
-    """The ``ray`` module; UserError (:data:`RAY_MISSING`) when it is not installed."""
+# Ray's switch for its single-machine mode (its default on macOS and Windows): every node address
+# is 127.0.0.1 and the cluster's servers listen on loopback only. Read when ray is imported;
+# ray.init(_node_ip_address="127.0.0.1") alone does not do it (Ray turns it into the host's IP).
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray(local: bool = False):
+    """The ``ray`` module; UserError (:data:`RAY_MISSING`) when it is not installed. With
+    ``local`` (a ``--ray local`` cluster) the cluster this process starts binds loopback only
+    (:data:`LOOPBACK_ENV`, set before Ray's first import in this process; its servers and
+    workers inherit it)."""
+    if local and "ray" not in sys.modules:
+        os.environ.setdefault(LOOPBACK_ENV, "0")
     try:
         import ray
     except ImportError:
@@ -161,15 +172,14 @@ def import_ray():
 
 def _connect(ray, opts: RayOptions) -> bool:
     """Start or join the cluster unless this process already did; True if this call did.
-    A local cluster binds loopback only (127.0.0.1: nothing outside this machine can reach it).
+    A local cluster binds loopback only when ray was imported by ``import_ray(local=True)``.
     UserError (one line) when it cannot start or be joined, naming a refused auth token."""
     if ray.is_initialized():
         return False
     try:
         if opts.address == "local":
             # address="local": a new cluster even where RAY_ADDRESS or a `ray start` one exists
-            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     _node_ip_address="127.0.0.1")
+            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False)
         else:
             ray.init(address=opts.address)
     except Exception as e:  # ConnectionError, ValueError, RuntimeError, ray's AuthenticationError
@@ -306,7 +316,7 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     """
     hb = runner._heartbeat_period(stale_after_s, heartbeat_s)
     storage.require_shared(results, "--ray")
-    ray = import_ray()
+    ray = import_ray(local=opts.address == "local")
     jobs = runner.plan(preset, results)
     sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
     sweep.tag = f"[sweep {preset.name} ray]"
@@ -320,7 +330,7 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
         # ray.init put in a SIGTERM handler of its own (exit at once): ours again, so that
         # SIGTERM cancels the tasks and releases their claims as Ctrl-C does.
         with interrupts.sigterm_raises():
-            refs = _submit(ray, todo, opts, _task_kw(opts, data_dir, trackers, verbose), stale_after_s=stale_after_s,
+            refs = _submit(ray, todo, opts, _task_kw(data_dir, trackers, verbose), stale_after_s=stale_after_s,
                            settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn, compile_cache=compile_cache)
             log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
                 f"{_slots(ray, opts)} can run at once")
@@ -331,7 +341,7 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
             ray.shutdown()
 
 
-def _task_kw(opts: RayOptions, data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, Any]:
+def _task_kw(data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, Any]:
     """train_run's keyword arguments in every task. The corpora directory is the driver's
     (``data_dir``, else its ``$DEPTHWIDTH_DATA``), absolute: a worker of a standalone cluster
     has the environment of ``ray start``, not of the driver (issue 25)."""
