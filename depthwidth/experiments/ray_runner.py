@@ -194,8 +194,8 @@ def _connect(ray, opts: RayOptions) -> bool:
 
 
 # what Ray's errors say when the cluster runs with token authentication and the driver's token
-# is missing or another one (Ray >= 2.52: RAY_AUTH_MODE=token; `ray start` with it, or a
-# `--ray local` cluster, writes ~/.ray/auth_token)
+# is missing or another one (RAY_AUTH_MODE=token; Ray 2.60 turns it on for a `--ray local`
+# cluster, which writes ~/.ray/auth_token)
 _AUTH_WORDS = ("AuthenticationError", "InvalidAuthToken", "UNAUTHENTICATED", "auth token", "authentication")
 
 
