@@ -13,18 +13,28 @@ Three things an object store does not have, and what this package does instead:
 * **Append.** ``log.jsonl`` on a URL is rewritten whole at every log window
   (:class:`depthwidth.models.train.RunLogger`); it is a few kB per run.
 * **A POSIX disk for libraries that need one.** Orbax checkpoints go to the run's own ``ckpt/``
-  when orbax can write the URL itself (:data:`ORBAX_SCHEMES`: it writes ``gs://`` and ``s3://``
-  through etils.epath and tensorstore), so a run that resumes on another machine finds them;
-  for ``file://`` they go beside the record as for a plain path.
-  For other schemes (``memory://``, ``ftp://``, ...) checkpoints, and for every URL the W&B and
+  when orbax can write the URL itself (:data:`ORBAX_SCHEMES`: ``gs://``, through etils.epath and
+  tensorstore), so a run that resumes on another machine finds them; for ``file://`` they go
+  beside the record as for a plain path.
+  For other schemes (``s3://``, ``memory://``, ...) checkpoints, and for every URL the W&B and
   TensorBoard files, go to :func:`scratch_dir`, a local mirror of the URL: resume then works on
-  the same machine only.
+  the same machine only. ``s3://`` is among them because orbax 0.12 cannot checkpoint there: it
+  normalises the URL to ``s3:/...`` (repairing only ``gs:/``), refuses it as a relative path
+  (having made a ``./s3:`` folder in the working directory), and tensorstore's s3 driver ignores
+  ``AWS_ENDPOINT_URL`` (measured against moto's server, issue 25).
 
-Credentials come from the environment of the process (for GCS: Application Default
-Credentials, e.g. ``gcloud auth application-default login`` or a VM's service account; gcsfs
-and tensorstore both read them), never from this repository. ``memory://`` lives in one process:
-it is for tests and for trying the pipeline, and is refused where work would leave the process
-(:func:`require_shared`).
+Endpoints and credentials come from the environment of the process, never from this
+repository: for GCS, Application Default Credentials (``gcloud auth application-default
+login`` or a VM's service account; gcsfs and tensorstore both read them); for S3, botocore's
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` or ``~/.aws``). To use another endpoint than the
+cloud's (an emulator, an on-premises store) set one variable per store, :data:`ENDPOINT_ENV`:
+``STORAGE_EMULATOR_HOST`` (gs://) or ``AWS_ENDPOINT_URL`` (s3://). :func:`client_env` is the one
+place that derives from it what each client library needs (gcsfs and botocore/s3fs read those
+two themselves; tensorstore, which writes orbax's gs:// checkpoints, needs
+``TENSORSTORE_GCS_HTTP_URL``; gcsfs's bucket-type probe, a gRPC call no emulator answers, is
+turned off); :func:`path` applies it to this process before opening a URL, and a Ray sweep
+sends it to its tasks. ``memory://`` lives in one process: it is for tests and for trying the
+pipeline, and is refused where work would leave the process (:func:`require_shared`).
 """
 
 from __future__ import annotations
@@ -39,7 +49,9 @@ from typing import Any
 
 from depthwidth.errors import UserError
 
-ORBAX_SCHEMES = ("gs", "s3")  # URLs orbax checkpoints to by itself (etils.epath + tensorstore)
+ORBAX_SCHEMES = ("gs",)  # URLs orbax checkpoints to by itself (etils.epath + tensorstore); module doc: not s3
+# the one variable per store that names a non-default endpoint (module doc); read by gcsfs / botocore
+ENDPOINT_ENV = {"gs": "STORAGE_EMULATOR_HOST", "s3": "AWS_ENDPOINT_URL"}
 PROCESS_LOCAL_SCHEMES = ("memory",)  # fsspec stores that only the current process sees
 SCRATCH_ENV = "DEPTHWIDTH_SCRATCH"
 
@@ -55,6 +67,29 @@ def scheme(p: Any) -> str | None:
 def is_url(p: Any) -> bool:
     """Whether ``p`` names a location through fsspec (``scheme://...``) rather than a local path."""
     return scheme(p) is not None
+
+
+def client_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the object-store clients need, from :data:`ENDPOINT_ENV` (module doc):
+    the endpoint variables that are set (``env``, default ``os.environ``) and what each client
+    needs besides them, a value already in ``env`` winning. Empty when no endpoint is set."""
+    env = os.environ if env is None else env
+    out = {name: env[name] for name in ENDPOINT_ENV.values() if env.get(name)}
+    gcs = out.get(ENDPOINT_ENV["gs"])
+    if gcs:
+        url = gcs if "://" in gcs else f"http://{gcs}"  # gcsfs takes host:port too; tensorstore a URL
+        out["TENSORSTORE_GCS_HTTP_URL"] = env.get("TENSORSTORE_GCS_HTTP_URL") or url
+        # gcsfs >= 2025.11 asks GCS's storage-control gRPC API for the bucket type first: no
+        # emulator answers it, and every call then logs a warning (read at gcsfs's import)
+        out["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = env.get("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT") or "false"
+    return out
+
+
+def configure_clients() -> None:
+    """Put :func:`client_env` into this process's environment (before gcsfs, s3fs or orbax
+    open a URL; a client already imported keeps what it read at import)."""
+    for k, v in client_env().items():
+        os.environ.setdefault(k, v)
 
 
 def path(p: Any):
@@ -78,6 +113,7 @@ def path(p: Any):
         raise UserError(f"{p}: '..' in a URL is not resolved by object stores; give the location itself")
     from upath import UPath
 
+    configure_clients()
     try:
         q = UPath(p)
         q.fs  # noqa: B018 -- makes the fsspec filesystem now: a missing backend is one line here
@@ -121,6 +157,18 @@ def checkpoint_dir(run_dir: Any) -> str | Path:
     if sch in ORBAX_SCHEMES:
         return f"{s}/ckpt"
     return scratch_dir(s) / "ckpt"
+
+
+def local_checkpoint_note(run_dir: Any) -> str | None:
+    """One line saying where a URL run's checkpoints stay when they cannot go beside its record
+    (:func:`checkpoint_dir` in the local mirror: resume works on this machine only), or None
+    when they go beside the record."""
+    sch = scheme(run_dir)
+    if sch in (None, "file", *ORBAX_SCHEMES):
+        return None
+    why = "orbax cannot write s3://" if sch == "s3" else f"orbax cannot write {sch}://"
+    return (f"checkpoints of {sch}:// runs stay on this machine, under {scratch_dir(f'{sch}://')} "
+            f"({why}; ${SCRATCH_ENV} moves them): a run resumed on another machine starts again")
 
 
 def drop_checkpoints(run_dir: Any) -> None:

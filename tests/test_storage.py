@@ -87,15 +87,29 @@ def test_local_paths_stay_paths_and_urls_become_upaths(tmp_path):
 
 
 def test_checkpoints_go_where_orbax_can_write_them(tmp_path):
-    # local: beside the record; gs:// and s3://: orbax writes the bucket itself (resume on any
-    # node); other schemes: the local mirror under $DEPTHWIDTH_SCRATCH
+    # local: beside the record; gs://: orbax writes the bucket itself (resume on any node); other
+    # schemes, s3:// among them (orbax 0.12 cannot write it, issue 25): the local mirror under
+    # $DEPTHWIDTH_SCRATCH, which a run names in one line
     assert storage.checkpoint_dir(tmp_path / "runs" / "a") == tmp_path / "runs" / "a" / "ckpt"
     assert storage.checkpoint_dir("gs://bucket/r/runs/a") == "gs://bucket/r/runs/a/ckpt"
-    assert storage.checkpoint_dir("s3://bucket/r/runs/a/") == "s3://bucket/r/runs/a/ckpt"
+    assert storage.checkpoint_dir("s3://bucket/r/runs/a/") == tmp_path / "scratch" / "s3" / "bucket" / "r" / "runs" / "a" / "ckpt"
+    assert "checkpoints of s3:// runs stay on this machine" in storage.local_checkpoint_note("s3://b/r/runs/a")
+    assert storage.local_checkpoint_note("gs://b/r/runs/a") is None and storage.local_checkpoint_note(tmp_path) is None
     assert storage.checkpoint_dir(f"file://{tmp_path}/runs/a") == tmp_path / "runs" / "a" / "ckpt"
     assert storage.checkpoint_dir("memory://r/runs/a") == tmp_path / "scratch" / "memory" / "r" / "runs" / "a" / "ckpt"
     # a URL cannot climb out of the mirror
     assert storage.scratch_dir("memory://../../etc/x") == tmp_path / "scratch" / "memory" / "etc" / "x"
+
+
+def test_the_clients_environment_comes_from_one_variable_per_store():
+    assert storage.client_env({}) == {}
+    assert storage.client_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}) == {"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}
+    assert storage.client_env({"STORAGE_EMULATOR_HOST": "127.0.0.1:4443"}) == {
+        "STORAGE_EMULATOR_HOST": "127.0.0.1:4443", "TENSORSTORE_GCS_HTTP_URL": "http://127.0.0.1:4443",
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+    # what a user set for a client wins
+    assert storage.client_env({"STORAGE_EMULATOR_HOST": "http://h:1", "TENSORSTORE_GCS_HTTP_URL": "http://h:2"})[
+        "TENSORSTORE_GCS_HTTP_URL"] == "http://h:2"
 
 
 def test_exclusive_create_and_claims_work_on_a_url():

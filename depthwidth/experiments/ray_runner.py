@@ -27,8 +27,11 @@ default CPU path never loads it.
   :mod:`depthwidth.storage`; checkpoints through orbax's own ``gs://`` support), NFS, a gcsfuse
   mount, or this machine's disk for a local cluster. ``memory://`` is refused (it lives in one
   process). Corpora come from
-  ``data_dir`` (or ``$DEPTHWIDTH_DATA`` on each node), and every node needs the same version of
-  this package installed.
+  ``data_dir`` (or the driver's ``$DEPTHWIDTH_DATA``; the tasks get it as an absolute path, since
+  a worker has the environment of ``ray start``, not of the driver), at that path on every node;
+  an object store's endpoint (:func:`depthwidth.storage.client_env`) travels with the tasks too.
+  Every node needs the same version of this package installed.
+* **Cheap reruns.** A sweep with every record written starts or joins no cluster.
 """
 
 from __future__ import annotations
@@ -147,8 +150,19 @@ def parse_env(items: list[str]) -> dict[str, str]:
     return out
 
 
-def import_ray():
-    """The ``ray`` module; UserError (:data:`RAY_MISSING`) when it is not installed."""
+# Ray's switch for its single-machine mode (its default on macOS and Windows): every node address
+# is 127.0.0.1 and the cluster's servers listen on loopback only. Read when ray is imported;
+# ray.init(_node_ip_address="127.0.0.1") alone does not do it (Ray turns it into the host's IP).
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def import_ray(local: bool = False):
+    """The ``ray`` module; UserError (:data:`RAY_MISSING`) when it is not installed. With
+    ``local`` (a ``--ray local`` cluster) the cluster this process starts binds loopback only
+    (:data:`LOOPBACK_ENV`, set before Ray's first import in this process; its servers and
+    workers inherit it)."""
+    if local and "ray" not in sys.modules:
+        os.environ.setdefault(LOOPBACK_ENV, "0")
     try:
         import ray
     except ImportError:
@@ -157,7 +171,9 @@ def import_ray():
 
 
 def _connect(ray, opts: RayOptions) -> bool:
-    """Start or join the cluster unless this process already did; True if this call did."""
+    """Start or join the cluster unless this process already did; True if this call did.
+    A local cluster binds loopback only when ray was imported by ``import_ray(local=True)``.
+    UserError (one line) when it cannot start or be joined, naming a refused auth token."""
     if ray.is_initialized():
         return False
     try:
@@ -166,8 +182,8 @@ def _connect(ray, opts: RayOptions) -> bool:
             ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count() or 1, include_dashboard=False)
         else:
             ray.init(address=opts.address)
-    except (ConnectionError, ValueError, RuntimeError) as e:
-        raise UserError(f"--ray {opts.address}: cannot start or join the Ray cluster ({str(e).splitlines()[0]})") from None
+    except Exception as e:  # ConnectionError, ValueError, RuntimeError, ray's AuthenticationError
+        raise UserError(f"--ray {opts.address}: cannot start or join the Ray cluster ({_why_not(e)})") from None
     if opts.address == "local":
         try:
             _check_fits(opts, ray.cluster_resources())
@@ -175,6 +191,35 @@ def _connect(ray, opts: RayOptions) -> bool:
             ray.shutdown()
             raise
     return True
+
+
+# what Ray's errors say when the cluster runs with token authentication and the driver's token
+# is missing or another one (RAY_AUTH_MODE=token; Ray 2.60 turns it on for a `--ray local`
+# cluster, which writes ~/.ray/auth_token)
+_AUTH_WORDS = ("AuthenticationError", "InvalidAuthToken", "UNAUTHENTICATED", "auth token", "authentication")
+
+
+def _why_not(e: BaseException) -> str:
+    """The first line of why ``ray.init`` failed; for a refused token, what to do about it."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    text = f"{type(e).__name__}: {first}"
+    if any(w.lower() in text.lower() for w in _AUTH_WORDS):
+        return (f"token authentication: {text[:200]}; give this driver the cluster's token: RAY_AUTH_TOKEN, "
+                "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, the file `ray start` used")
+    return first
+
+
+def _check_nodes(ray, opts: RayOptions) -> None:
+    """UserError if a task group's STRICT_SPREAD (one process per node) needs more nodes than the
+    cluster has alive: Ray would wait for the placement group without a word, for ever."""
+    k = opts.hosts_per_run
+    if k < 2 or opts.group_strategy() != "STRICT_SPREAD":
+        return
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    if nodes < k:
+        raise UserError(f"--ray-hosts-per-run {k} with STRICT_SPREAD needs {k} nodes (one process on each); the "
+                        f"cluster at {opts.address} has {nodes} alive; start more nodes, or give "
+                        "--ray-group-strategy SPREAD or PACK")
 
 
 def _check_fits(opts: RayOptions, have: dict[str, float]) -> None:
@@ -251,7 +296,8 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
             filesystem; ``memory://`` raises UserError). A local path is sent to the tasks as
             an absolute path.
         opts: cluster address and per-run resources (:class:`RayOptions`).
-        data_dir: corpora directory on the nodes (default each node's ``$DEPTHWIDTH_DATA``).
+        data_dir: corpora directory on the nodes (default the driver's ``$DEPTHWIDTH_DATA``), sent
+            to every task as an absolute path: each node must have the corpora there.
         stale_after_s, heartbeat_s, settle_s: the claim timings (seconds), as in run_sweep.
         verbose: the engine's messages (they reach the driver through Ray's log forwarding).
         compile_cache: JAX compilation cache on each node, as in run_sweep.
@@ -265,33 +311,27 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     UserError from a run (bad data or config: the other tasks are cancelled);
     KeyboardInterrupt on Ctrl-C or SIGTERM after cancelling the tasks. A run whose task fails
     for good (an exception, or its worker died more than ``max_retries`` times) is reported in
-    ``failed``. A local cluster started here is shut down on return.
+    ``failed``. A local cluster started here is shut down on return. A task group with
+    STRICT_SPREAD over more hosts than the cluster has nodes is a UserError at once.
     """
     hb = runner._heartbeat_period(stale_after_s, heartbeat_s)
     storage.require_shared(results, "--ray")
-    ray = import_ray()
+    ray = import_ray(local=opts.address == "local")
     jobs = runner.plan(preset, results)
+    sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
+    sweep.tag = f"[sweep {preset.name} ray]"
+    todo = [j for j in jobs if sweep.record_of(j) is None]
+    if not todo:  # a finished sweep: starting or joining a cluster would only cost time
+        log(f"{sweep.tag} 0 task(s) submitted: every run has a record (no Ray cluster started or joined)")
+        return sweep.finish()
     started = _connect(ray, opts)
     try:
+        _check_nodes(ray, opts)
         # ray.init put in a SIGTERM handler of its own (exit at once): ours again, so that
         # SIGTERM cancels the tasks and releases their claims as Ctrl-C does.
         with interrupts.sigterm_raises():
-            sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
-            sweep.tag = f"[sweep {preset.name} ray]"
-            kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
-                  "progress": False, "verbose": verbose}
-            if trackers:
-                kw["trackers"] = tuple(trackers)
-            task = ray.remote(**opts.task_options())(train_task)
-            refs = {}
-            for job in jobs:
-                if sweep.record_of(job) is None:
-                    remote_job = job if storage.is_url(job.results) else \
-                        dataclasses.replace(job, results=str(Path(job.results).absolute()))
-                    refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, stale_after_s=stale_after_s,
-                                     settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn,
-                                     compile_cache=compile_cache,
-                                     group=opts if opts.hosts_per_run > 1 else None)] = job
+            refs = _submit(ray, todo, opts, _task_kw(data_dir, trackers, verbose), stale_after_s=stale_after_s,
+                           settle_s=settle_s, heartbeat_s=hb, train_fn=train_fn, compile_cache=compile_cache)
             log(f"{sweep.tag} {len(refs)} task(s) submitted to {opts.address} ({_request_text(opts)}); "
                 f"{_slots(ray, opts)} can run at once")
             _collect(ray, refs, sweep, opts, log)
@@ -299,6 +339,35 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     finally:
         if started:
             ray.shutdown()
+
+
+def _task_kw(data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, Any]:
+    """train_run's keyword arguments in every task. The corpora directory is the driver's
+    (``data_dir``, else its ``$DEPTHWIDTH_DATA``), absolute: a worker of a standalone cluster
+    has the environment of ``ray start``, not of the driver (issue 25)."""
+    from depthwidth.data.corpora import DATA_ENV
+
+    data_dir = data_dir or os.environ.get(DATA_ENV)
+    kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
+          "progress": False, "verbose": verbose}
+    if trackers:
+        kw["trackers"] = tuple(trackers)
+    return kw
+
+
+def _submit(ray, todo: list[runner.Job], opts: RayOptions, kw: dict[str, Any], **task_kw: Any) -> dict:
+    """One task per job (``task_kw``: train_task's timing and engine arguments); {ref: job}. The
+    tasks' environment gets the object-store clients' (:func:`depthwidth.storage.client_env`,
+    e.g. an emulator's endpoint) under ``--ray-env``."""
+    env = {**storage.client_env(), **opts.env}
+    task = ray.remote(**dataclasses.replace(opts, env=env).task_options())(train_task)
+    group = dataclasses.replace(opts, env=env) if opts.hosts_per_run > 1 else None
+    refs = {}
+    for job in todo:
+        remote_job = job if storage.is_url(job.results) else \
+            dataclasses.replace(job, results=str(Path(job.results).absolute()))
+        refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, group=group, **task_kw)] = job
+    return refs
 
 
 def _request_text(opts: RayOptions) -> str:

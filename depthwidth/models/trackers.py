@@ -15,6 +15,14 @@ only it); a tracker is a view for people who watch dashboards. Both are optional
   console capture is off, so ``--json`` output on stdout stays one JSON object.
 
 Only the main process (``jax.process_index() == 0``) opens trackers.
+
+**Resume.** A run killed and resumed from a checkpoint at step S keeps its ``log.jsonl`` up to
+S, and its trackers are given those entries again (``history``): TensorBoard's writer flushes
+each entry as it comes (tensorboardX's default of every 120 s lost a killed run's whole event
+file) and, when the run's ``tb/`` already has event files, opens the new one with
+``purge_step=1``, so that TensorBoard hides the older files' events and shows the replayed
+ones, each step once. W&B gets the entries from its resumed run's step counter on (all of them
+offline, where it restarts at 0); a step W&B already holds is not sent twice.
 """
 
 from __future__ import annotations
@@ -54,15 +62,19 @@ def require(names: Iterable[str]) -> tuple[str, ...]:
 
 
 class _TensorBoard:
-    def __init__(self, rdir: Path, run_id: str, config: dict[str, Any]):
+    def __init__(self, rdir: Path, run_id: str, config: dict[str, Any], history: Sequence[dict[str, Any]] = ()):
         from tensorboardX import SummaryWriter
 
-        self._w = SummaryWriter(str(rdir / "tb"))
+        earlier = any((rdir / "tb").glob("events.out.tfevents.*"))
+        self._w = SummaryWriter(str(rdir / "tb"), purge_step=1 if earlier else None)
+        for entry in history:
+            self.log(entry)
 
     def log(self, entry: dict[str, Any]) -> None:
         for k, v in entry.items():
             if k != "step":
                 self._w.add_scalar(k, v, entry["step"])
+        self._w.flush()  # a log window is seconds apart at least: on disk before a kill can lose it
 
     def summary(self, final: dict[str, Any]) -> None:
         self._w.add_text("final", ", ".join(f"{k}={v}" for k, v in final.items()))
@@ -72,7 +84,7 @@ class _TensorBoard:
 
 
 class _WandB:
-    def __init__(self, rdir: Path, run_id: str, config: dict[str, Any]):
+    def __init__(self, rdir: Path, run_id: str, config: dict[str, Any], history: Sequence[dict[str, Any]] = ()):
         import wandb
 
         try:
@@ -83,6 +95,13 @@ class _WandB:
             first = (str(e).strip().splitlines() or [""])[0]
             raise UserError(f"--wandb: could not start a W&B run ({type(e).__name__}: {first}); log in "
                             "(wandb login / WANDB_API_KEY) or set WANDB_MODE=offline") from None
+        try:  # W&B's step of the next log call: past what a resumed run holds (0 offline or new)
+            has = int(getattr(self._run, "step", 0) or 0)
+        except Exception:  # mode="shared" runs raise here: send everything, W&B drops what it has
+            has = 0
+        for entry in history:
+            if int(entry["step"]) >= has:
+                self.log(entry)
 
     def log(self, entry: dict[str, Any]) -> None:
         self._run.log({k: v for k, v in entry.items() if k != "step"}, step=int(entry["step"]))
@@ -98,15 +117,17 @@ _OPEN = {"tensorboard": _TensorBoard, "wandb": _WandB}
 
 
 class Trackers:
-    """The trackers of one run (``names`` from :func:`require`), opened at once; :meth:`log`
-    copies a log entry (a dict with ``step``) to each, :meth:`summary` the final metrics, and
-    :meth:`close` ends them. With no names every method does nothing."""
+    """The trackers of one run (``names`` from :func:`require`), opened at once and given
+    ``history``, the log entries a resumed run keeps (module doc); :meth:`log` copies a log
+    entry (a dict with ``step``) to each, :meth:`summary` the final metrics, and :meth:`close`
+    ends them. With no names every method does nothing."""
 
-    def __init__(self, names: Sequence[str], rdir: Path, run_id: str, config: dict[str, Any]):
+    def __init__(self, names: Sequence[str], rdir: Path, run_id: str, config: dict[str, Any],
+                 history: Sequence[dict[str, Any]] = ()):
         self._sinks: list[Any] = []
         try:
             for n in require(names):
-                self._sinks.append(_OPEN[n](rdir, run_id, config))
+                self._sinks.append(_OPEN[n](rdir, run_id, config, history))
         except BaseException:
             self.close()
             raise

@@ -82,6 +82,9 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     if (rdir / "record.json").exists():
         return records.read_record(rdir / "record.json")
     main = jax.process_index() == 0
+    if main and (note := storage.local_checkpoint_note(rdir)) and note not in _NOTED:
+        _NOTED.add(note)  # once per process: a sweep trains many runs in one worker
+        print(note, file=sys.stderr)
     prepared, rcfg = _open_data(cfg, rdir, data_dir, main)
     hostcpu.require_fixed_threads()
     engine = build_engine(rcfg, verbose=verbose)
@@ -110,6 +113,8 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
 
 
 # ------------------------------------------------------------------------------ the steps
+
+_NOTED: set[str] = set()  # storage.local_checkpoint_note lines this process has printed
 
 
 def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
@@ -251,6 +256,8 @@ def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_i
     pure function of (seed, step), so resuming from an older step is as exact."""
     import orbax.checkpoint as ocp
 
+    if resume:
+        _say_incomplete(ckpt, run_id)
     for step in sorted(ckpt.all_steps(), reverse=True) if resume else ():
         try:
             state = ckpt.restore(step, args=ocp.args.StandardRestore(engine.abstract_state))
@@ -264,6 +271,24 @@ def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_i
             print(f"resumed {run_id} from step {step}", file=sys.stderr)
         return state
     return engine.init_fn(engine.cfg.train.seed)
+
+
+def _say_incomplete(ckpt, run_id: str) -> None:
+    """One line on stderr per checkpoint step that was begun but never committed (a kill during
+    its write: on a local disk orbax's ``N.orbax-checkpoint-tmp-*`` folder, on gs:// a step
+    folder without its ``commit_success.txt``): orbax skips it silently, and a run whose only
+    checkpoint it was would start again from step 0 without a word (issue 25)."""
+    done = set(ckpt.all_steps())
+    try:
+        names = [q.name for q in storage.path(str(ckpt.directory)).iterdir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    begun = {int(n.split(".")[0]) for n in names if n.split(".")[0].isdigit()}
+    for step in sorted(begun - done, reverse=True):
+        older = max((s for s in done if s < step), default=None)
+        then = f"resuming from step {older}" if older is not None else "starting from step 0"
+        print(f"{run_id}: the checkpoint at step {step} was never completed (stopped while it was being "
+              f"written); ignored it, {then}", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -296,8 +321,9 @@ class _Meter:
 class RunLogger:
     """Where a run's progress goes, from the main process only: ``log.jsonl`` (one JSON line per
     log window; on resume the lines up to the restored step are kept and the rest dropped),
-    the trackers (:mod:`depthwidth.models.trackers`: TensorBoard, W&B; optional) and a tqdm bar
-    (optional).
+    the trackers (:mod:`depthwidth.models.trackers`: TensorBoard, W&B; optional; on resume
+    they are given the kept lines again, so that a kill loses none of their steps) and a tqdm
+    bar (optional).
 
     ``prior_wall_s`` is the training time logged before the restored step (seconds). For a run
     directory on a URL the log is rewritten whole at each window (object stores cannot append)
@@ -320,7 +346,7 @@ class RunLogger:
         local = storage.scratch_dir(rdir)
         if trackers and storage.is_url(rdir):
             local.mkdir(parents=True, exist_ok=True)
-        self._track = tracking.Trackers(trackers, local, run_id, config or {})
+        self._track = tracking.Trackers(trackers, local, run_id, config or {}, history=kept)
         if progress:
             from tqdm import tqdm
 

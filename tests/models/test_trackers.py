@@ -3,9 +3,11 @@ reproduce; log.jsonl stays the source of truth, and the tracker copies hold its 
 
 import importlib.machinery
 import json
+import signal
 import struct
 import subprocess
 import sys
+import time
 import types
 
 import pytest
@@ -58,23 +60,29 @@ def _cache(tmp_path_factory, monkeypatch, corpora_dir):
 
 
 class _FakeRun:
-    def __init__(self, calls, kw):
-        self.calls, self.kw, self.summary = calls, kw, {}
+    """``step`` as W&B's: the step of the next log call, past every step this run id holds
+    (``held``, shared by the runs of one fake module; W&B online resumes it, offline it is 0)."""
+
+    def __init__(self, calls, kw, held):
+        self.calls, self.kw, self.summary, self.held = calls, kw, {}, held
+        self.step = max(held, default=-1) + 1
         calls.append(("init", kw))
 
     def log(self, data, step):
         self.calls.append(("log", step, dict(data)))
+        self.held.add(step)
 
     def finish(self):
         self.calls.append(("finish", dict(self.summary)))
 
 
-def _fake_wandb(monkeypatch):
-    """A recording stand-in for the wandb module: what our code asks of W&B, call by call."""
-    calls = []
+def _fake_wandb(monkeypatch, remembers=True):
+    """A recording stand-in for the wandb module: what our code asks of W&B, call by call. With
+    ``remembers=False`` every init starts at step 0, as W&B offline or after a lost process."""
+    calls, held = [], set()
     mod = types.ModuleType("wandb")
     mod.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
-    mod.init = lambda **kw: _FakeRun(calls, kw)
+    mod.init = lambda **kw: _FakeRun(calls, kw, held if remembers else set())
     mod.Settings = lambda **kw: ("Settings", kw)
     monkeypatch.setitem(sys.modules, "wandb", mod)
     return calls
@@ -105,6 +113,18 @@ def test_wandb_gets_every_log_entry_under_the_run_id_and_a_resumed_run_continues
     assert finishes[1] == {"status": "finished", "test_loss": rec["test_loss"], "val_loss": rec["val_loss"]}
 
 
+def test_a_resumed_wandb_run_that_lost_its_steps_gets_them_again_from_the_log(tmp_path, monkeypatch):
+    # issue 25: after a SIGKILL and resume, W&B lacked every step before the kill
+    calls = _fake_wandb(monkeypatch, remembers=False)
+    assert train_run(CFG, tmp_path, progress=False, verbose=False, stop_after=10, trackers=("wandb",)) is None
+    del calls[:]
+    rec = train_run(CFG, tmp_path, progress=False, verbose=False, trackers=("wandb",))
+    entries = _log(tmp_path, rec["run_id"])
+    logged = [(c[1], c[2]) for c in calls if c[0] == "log"]
+    assert [s for s, _ in logged] == [e["step"] for e in entries] == [5, 10, 15, 20]
+    assert [d for _, d in logged] == [{k: v for k, v in e.items() if k != "step"} for e in entries]
+
+
 def test_wandb_project_comes_from_the_environment(tmp_path, monkeypatch):
     from depthwidth.models.trackers import Trackers
 
@@ -117,7 +137,9 @@ def test_wandb_project_comes_from_the_environment(tmp_path, monkeypatch):
 
 def _tb_scalars(tb_dir):
     """(tag, step, value) of every scalar in the TensorBoard event files (TFRecord framing:
-    u64 length, u32 crc, payload, u32 crc; payload = an Event protobuf)."""
+    u64 length, u32 crc, payload, u32 crc; payload = an Event protobuf), as TensorBoard shows
+    them: a SessionLog START at step S (a writer's purge_step) hides the earlier events at
+    steps >= S."""
     from tensorboardX.proto import event_pb2
 
     out = []
@@ -129,6 +151,8 @@ def _tb_scalars(tb_dir):
             ev = event_pb2.Event()
             ev.ParseFromString(buf[i + 12:i + 12 + n])
             i += 12 + n + 4
+            if ev.HasField("session_log") and ev.session_log.status == event_pb2.SessionLog.START and ev.step > 0:
+                out = [x for x in out if x[1] < ev.step]
             for v in ev.summary.value:
                 if v.HasField("simple_value"):
                     out.append((v.tag, ev.step, v.simple_value))
@@ -150,6 +174,33 @@ def test_sweep_tensorboard_writes_each_runs_log_as_events(tmp_path, engine_env, 
     loss = [(s, v) for t, s, v in scalars if t == "loss"]
     assert loss == [(e["step"], pytest.approx(e["loss"], rel=1e-6)) for e in entries]  # float32 in the events
     assert {t for t, _, _ in scalars} >= {"loss", "lr", "grad_norm", "tokens_per_s", "wall_s"}
+
+
+def test_tensorboard_keeps_the_steps_before_a_sigkill_after_resume(tmp_path, engine_env, cli_cmd):
+    # issue 25: the killed process's event file was empty (tensorboardX flushed every 120 s), so
+    # TensorBoard lacked every step before the kill; now each step is there once, as in log.jsonl
+    pytest.importorskip("tensorboardX")
+    preset = tmp_path / "one.toml"
+    preset.write_text(ONE_RUN.replace("steps = 20", "steps = 200"))  # a wide window for the kill
+    res = tmp_path / "res"
+    cmd = cli_cmd + ["sweep", "--preset", str(preset), "--results", str(res), "--tensorboard", "--no-progress"]
+    p = subprocess.Popen(cmd, env=engine_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(res.glob("runs/*/ckpt/10")) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL, f"the run ended before the kill: {err[-2000:]}"
+    again = subprocess.run(cmd + ["--json"], env=engine_env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    (run_id,) = json.loads(again.stdout)["trained"]
+    assert f"resumed {run_id} from step" in again.stderr
+    tb = res / "runs" / run_id / "tb"
+    assert len(list(tb.glob("events.out.tfevents.*"))) == 2  # the killed process's file and the resumed one's
+    entries = _log(res, run_id)
+    loss = [(s, v) for t, s, v in _tb_scalars(tb) if t == "loss"]
+    assert [e["step"] for e in entries] == list(range(5, 201, 5))
+    assert loss == [(e["step"], pytest.approx(e["loss"], rel=1e-6)) for e in entries]
 
 
 def test_sweep_wandb_offline_makes_one_wandb_run_per_run_and_keeps_json_stdout(tmp_path, engine_env, cli_cmd):

