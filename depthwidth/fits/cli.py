@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_lrscan)
 
     r = sub.add_parser("predict", help="pre-register a law's transition for unseen depth pairs; or judge one",
-                       description="From a fit file alone, write the predicted transition N* (with 95%% intervals) "
+                       description="From a fit file alone, write the predicted transition N* (with 95% intervals) "
                                    "of depth pairs the fit has not seen (fits.predict); with --check, compare a "
                                    "prediction file with a measured fit (the verdict).")
     r.add_argument("--fit", required=True, help="fit JSON: the law to predict from, or with --check the measured fit")
@@ -310,10 +310,14 @@ def _predict(args: argparse.Namespace) -> int:
     text = form_of_formula(lw["form"], str(args.fit)).describe(f"{lw['a']:.4f}", f"{lw['b']:.4f}")
     lines = [f"law {args.fit} (sha256 {out['fit']['sha256'][:12]}): {text}, depth assigned {out['fit']['assign']}, "
              "fitted on " + ", ".join(f"({a},{b})" for a, b in out["fit"]["pairs_fitted"])]
-    rows = [[f"({p['pair'][0]},{p['pair'][1]})", f"{p['L']:.2f}", f"{p['d_x']:.1f}", format_count(p["n_star"]),
+    rows = [[f"({p['pair'][0]},{p['pair'][1]})", f"{p['L']:.2f}{'*' if p['extrapolated'] else ''}", _w(p["d_x"]),
+             format_count(p["n_star"]),
              _ci_text(p, "ci95", format_count), _ci_text(p, "ci95_bootstrap", format_count),
              ", ".join(f"{c} {format_count(v)}" for c, v in p["n_star_by_convention"].items())] for p in out["predictions"]]
     lines.append(_table(["pair", "L", "d_x", "N*", "95% CI (cov)", "95% CI (bootstrap cov)", "N* by convention"], rows))
+    if any(p["extrapolated"] for p in out["predictions"]) and out["fit"]["depth_range"]:
+        lo, hi = out["fit"]["depth_range"]
+        lines.append(f"* extrapolated: depth outside the fit's data range {lo:.3g}-{hi:.3g} layers")
     lines.append(f"wrote {args.out} (git {out['git_rev'] or 'unknown'})")
     emit(args, {**out, "out": str(args.out)}, "\n".join(lines))
     return 0

@@ -60,7 +60,14 @@ def _fit_row(name: str, fit: dict[str, Any], note: str = "") -> dict[str, Any]:
     if not law:
         return _row(name, None, None, points=_points(fit), note=note or f"no law (status {fit['status']})")
     boot = (law.get("bootstrap") or {}).get("ci95", {}).get("b")
-    return _row(name, law["b"], law["ci95"]["b"], points=_points(fit), note=note, b_ci95_bootstrap=boot,
+    ci = law["ci95"]["b"]
+    # The covariance query and predict use: Birge-scaled when the points scatter more than their
+    # errors allow (chi2_red > 1; fits.law.law_from_fit_dict's "auto"), else the absolute one.
+    if (law.get("dof") or 0) > 0 and (law.get("chi2_red") or 0) > 1 and law.get("cov_scaled"):
+        half = Z95 * math.sqrt(law["cov_scaled"][1][1])
+        ci = [law["b"] - half, law["b"] + half]
+        note = (note + "; " if note else "") + f"Birge-scaled (chi2_red {law['chi2_red']:.2f})"
+    return _row(name, law["b"], ci, points=_points(fit), note=note, b_ci95_bootstrap=boot,
                 n_points=law["n_points"])
 
 

@@ -147,10 +147,21 @@ def read_prediction(path: str) -> dict[str, Any]:
         raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
                         f"version {PREDICTION_VERSION})")
     preds = d.get("predictions")
-    if not isinstance(preds, list) or not all(isinstance(p, dict) and isinstance(p.get("pair"), list)
-                                              and isinstance(p.get("ln_n_star"), (int, float)) for p in preds):
-        raise UserError(f"{path}: 'predictions' must be a list of pair predictions")
+    if not isinstance(preds, list) or not all(_well_formed(p) for p in preds):
+        raise UserError(f"{path}: 'predictions' must be a list of pair predictions (pair [L_s, L_d], numeric "
+                        "n_star, ln_n_star and sigma_ln_n_star, ci95 [lo, hi] or null, depth_convention)")
     return d
+
+
+def _well_formed(p: Any) -> bool:
+    num = (int, float)
+    ci = p.get("ci95") if isinstance(p, dict) else None
+    return (isinstance(p, dict) and isinstance(p.get("pair"), list) and len(p["pair"]) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in p["pair"])
+            and all(isinstance(p.get(k), num) and not isinstance(p.get(k), bool) for k in ("n_star", "ln_n_star"))
+            and (p.get("sigma_ln_n_star") is None or isinstance(p.get("sigma_ln_n_star"), num))
+            and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, num) for v in ci)))
+            and "ci95" in p and isinstance(p.get("depth_convention"), str))
 
 
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:
@@ -167,8 +178,11 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[di
     if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
         raise UserError("measured fit: not a depthwidth fit file")
     assign = (measured_fit.get("options") or {}).get("assign")
-    everything = (measured_fit.get("points", []) + measured_fit.get("not_fitted", [])
-                  + measured_fit.get("no_crossing", []))
+    groups = [measured_fit.get(k, []) for k in ("points", "not_fitted", "no_crossing")]
+    if not all(isinstance(g, list) and all(isinstance(p, dict) and isinstance(p.get("L_s"), int)
+                                           and isinstance(p.get("L_d"), int) for p in g) for g in groups):
+        raise UserError("measured fit: points, not_fitted and no_crossing must be lists of points with L_s and L_d")
+    everything = [p for g in groups for p in g]
     by_pair = {(int(p["L_s"]), int(p["L_d"])): p for p in everything}
     out = []
     for pred in prediction["predictions"]:

@@ -130,3 +130,18 @@ def test_committed_law_long_prediction_matches_its_fit():
     for p, q in zip(pred["predictions"], again["predictions"]):
         assert p["n_star"] == pytest.approx(q["n_star"], rel=1e-12)
         assert p["ci95"] == pytest.approx(q["ci95"], rel=1e-12)
+
+
+@pytest.mark.parametrize("change", [{"n_star": "x"}, {"pair": [3]}, {"ci95": None, "pair": [3, True]}, "drop_ci95"])
+def test_malformed_prediction_entries_are_one_line(tmp_path, change):
+    d = P.predict(_fit(), "f", b"", [(3, 6)])
+    if change == "drop_ci95":
+        del d["predictions"][0]["ci95"]
+    else:
+        d["predictions"][0].update(change)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(UserError, match="predictions"):
+        P.read_prediction(str(path))
+    with pytest.raises(UserError, match="measured fit"):
+        P.verdict(P.predict(_fit(), "f", b"", [(3, 6)]), {"format": "depthwidth-fit", "points": "x"})
