@@ -206,7 +206,7 @@ def test_memory_url_train_fit_figs_end_to_end(tmp_path, capsys):
                  "--json"]) == 0
     figs = json.loads(capsys.readouterr().out)
     files = [f[k] for f in figs["figures"] for k in ("png", "pdf")]
-    assert len(files) == 8 and all(f.startswith("memory://r/figures/") for f in files)
+    assert len(files) == 10 and all(f.startswith("memory://r/figures/") for f in files)
     for f in files:
         head = UPath(f).read_bytes()[:5]
         assert head == (b"\x89PNG\r" if f.endswith(".png") else b"%PDF-")

@@ -498,7 +498,12 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
 
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
-    jobs = cap_jobs(jobs, len(preset.runs), _cores(), num_workers=num_workers, log=log, name=preset.name)
+    if jobs > 1:  # a memory:// store is refused for what was asked, before any cap
+        storage.require_shared(results, f"--jobs {jobs}")
+    # The machine's cores, not this process's affinity set: a harness (pytest-xdist, taskset) may
+    # pin the parent to one core while the workers are spread over the machine's (core_sets).
+    jobs = cap_jobs(jobs, len(preset.runs), os.cpu_count() or _cores(), num_workers=num_workers, log=log,
+                    name=preset.name)
     if jobs == 1:
         return run_sweep(preset, results, worker=worker, num_workers=num_workers, log=log, **kw)
     storage.require_shared(results, f"--jobs {jobs}")

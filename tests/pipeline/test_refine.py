@@ -169,8 +169,8 @@ def _record_for(results, cfg, status="finished", loss=3.0):
     m, t = cfg.model, cfg.train
     write_record(results, Record(
         run_id=cfg.run_id(), status=status, config=cfg.to_dict(), n_layer=m.n_layer, d_model=m.d_model,
-        n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len, seed=t.seed,
-        params=params_of(m.n_layer, m.d_model, n_head=m.n_head, vocab_size=m.vocab_size, seq_len=m.seq_len),
+        n_head=m.n_head, vocab_size=m.vocab_size or 65, seq_len=m.seq_len, seed=t.seed,
+        params=params_of(m.n_layer, m.d_model, n_head=m.n_head, vocab_size=m.vocab_size or 65, seq_len=m.seq_len),
         tokens=t.steps * t.batch_size * m.seq_len, steps=t.steps, train_loss=loss, val_loss=loss,
         test_loss=loss if status == "finished" else None, wall_s=0.0, compile_s=0.0, versions={},
         device="test", finished_at="2026-01-01T00:00:00+00:00"))
