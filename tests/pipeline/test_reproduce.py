@@ -51,7 +51,7 @@ def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
     assert c["law"]["paper"]["a"] == 5.039 and c["law"]["paper"]["b"] == 0.0555
 
     figs = sorted(p.name for p in (results / "figures").iterdir())
-    assert len([f for f in figs if f.endswith(".png")]) == 4 and len([f for f in figs if f.endswith(".pdf")]) == 4
+    assert len([f for f in figs if f.endswith(".png")]) == 5 and len([f for f in figs if f.endswith(".pdf")]) == 5
     assert sorted(c["figures"]) == sorted(str(p.relative_to(tmp_path)) for p in (results / "figures").iterdir())
     on_disk = json.loads((results / "summary.json").read_text())
     # stored with paths relative to summary.json's folder (records.relative_to), the rest as returned
