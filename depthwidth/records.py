@@ -222,6 +222,21 @@ def code_revision() -> str | None:
         return None
 
 
+def code_is_dirty() -> bool | None:
+    """Whether the source checkout :func:`code_revision` names has uncommitted changes to tracked
+    files (``git status --porcelain --untracked-files=no``), so that its ``git_rev`` alone does
+    not name the code that ran; None where there is no checkout or git cannot say."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file():
+        return None
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 @dataclass(frozen=True)
 class Record:
     """One result record (fields and units in the module docstring); :meth:`to_dict` is the JSON.

@@ -23,7 +23,9 @@ the fit's ``by_assign`` (point values only: the fit file stores no covariance fo
 
 Prediction file (JSON, ``depthwidth predict --out``)::
 
-    format "depthwidth-prediction", version 1, created_at (ISO 8601 UTC), git_rev (HEAD or null)
+    format "depthwidth-prediction", version 1, created_at (ISO 8601 UTC), git_rev (HEAD or null),
+               git_dirty (true when tracked files differed from HEAD; null where git cannot say;
+               absent from files written before it existed)
     fit        {"path", "sha256" (of the fit file's bytes), "law": {"a", "b", "form"}, "assign",
                 "pairs_fitted": [[L_s, L_d], ...], "depth_range"}
     predictions  [{"pair": [L_s, L_d], "depth_convention", "L", "d_x", "ln_n_star", "n_star",
@@ -51,7 +53,7 @@ from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import FIT_FORMAT, Law, law_from_fit_dict
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.transitions import assigned_depth
-from depthwidth.records import code_revision
+from depthwidth.records import code_is_dirty, code_revision
 
 PREDICTION_FORMAT = "depthwidth-prediction"
 PREDICTION_VERSION = 1
@@ -124,7 +126,7 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
     return {
         "format": PREDICTION_FORMAT, "version": PREDICTION_VERSION,
         "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "git_rev": code_revision(),
+        "git_rev": code_revision(), "git_dirty": code_is_dirty(),
         "fit": {"path": source, "sha256": hashlib.sha256(raw).hexdigest(),
                 "law": {"a": law.a, "b": law.b, "form": law.form.formula},
                 "assign": assign, "pairs_fitted": [list(p) for p in seen],

@@ -145,3 +145,30 @@ def test_malformed_prediction_entries_are_one_line(tmp_path, change):
         P.read_prediction(str(path))
     with pytest.raises(UserError, match="measured fit"):
         P.verdict(P.predict(_fit(), "f", b"", [(3, 6)]), {"format": "depthwidth-fit", "points": "x"})
+
+
+def test_prediction_says_whether_the_checkout_was_dirty(tmp_path, monkeypatch):
+    """git_dirty: a tracked file changed after HEAD makes it true; a clean tree false; no git None."""
+    import subprocess
+
+    from depthwidth import records
+
+    calls = []
+
+    def fake_run(args, **kw):
+        calls.append(args)
+        out = " M depthwidth/fits/predict.py\n" if dirty else ""
+        return subprocess.CompletedProcess(args, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(records.subprocess, "run", fake_run)
+    dirty = True
+    assert P.predict(_fit(), "f.json", b"raw", [(3, 6)])["git_dirty"] is True
+    dirty = False
+    assert P.predict(_fit(), "f.json", b"raw", [(3, 6)])["git_dirty"] is False
+    assert ["git", "status", "--porcelain", "--untracked-files=no"] in calls
+
+    def no_git(args, **kw):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(records.subprocess, "run", no_git)
+    assert records.code_is_dirty() is None
