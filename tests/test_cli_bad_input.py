@@ -26,6 +26,10 @@ FIXED = [
     (["theory", "seprank", "--layers", "1", "--width", "2", "--weight-range", "1e100"], "--weight-range must be in"),
     (["theory", "seprank", "--layers", "1", "--width", "2", "--weight-range", "9223372036854775806"],
      "--weight-range must be in"),
+    # a maximum below the adaptive first round (8) was silently raised to 8; a 300-digit width echoed whole
+    (["theory", "seprank", "--layers", "1", "--width", "2", "--max-templates", "3"], "--max-templates 3 is below"),
+    (["theory", "seprank", "--table", "--max-templates", "2", "--out", "t"], "--max-templates 2 is below"),
+    (["theory", "seprank", "--layers", "1", "--width", "1e300"], "width 1.0000e+300 (301 digits)"),
     (["sweep", "--preset", "smoke", "--results", "afile"], "not a directory"),
     (["train", "--preset", "smoke", "--out", "afile"], "--out afile exists and is not a directory"),
     (["reproduce", "--preset", "smoke", "--results", "afile"], "not a directory"),

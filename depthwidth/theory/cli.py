@@ -13,6 +13,9 @@ from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.units import abbreviate, parse_count, parse_exact_count, parse_int, parse_int_list
 
+# M of the adaptive separation-rank measurement's first round (theory.seprank.measure_adaptive's start)
+ADAPTIVE_START = 8
+
 
 def _int(name: str, minimum: int = 1):
     return lambda s: parse_int(s, name=name, minimum=minimum)
@@ -140,7 +143,7 @@ def _register_seprank(cmds) -> None:
                    help="M distinct template vectors (default: doubled from 8 until the rank is below M and "
                         "unchanged by 4 new templates, at most --max-templates)")
     p.add_argument("--max-templates", type=_int("--max-templates"), default=None,
-                   help="largest M of the adaptive measurement (default 1024)")
+                   help=f"largest M of the adaptive measurement (>= {ADAPTIVE_START}, its first round; default 1024)")
     p.add_argument("--seed", type=_int("--seed", 0), default=0, help="weights/templates seed (default 0)")
     p.add_argument("--draws", type=_int("--draws"), default=2, help="weight draws; the rank is their maximum (default 2)")
     p.add_argument("--weight-range", type=_int("--weight-range"), default=None,
@@ -164,6 +167,9 @@ def _seprank_table(args) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():  # before the estimate, not after it
         raise UserError(f"--out {args.out} exists and is not a directory")
     M = args.max_templates or seprank.MAX_TEMPLATES
+    if M < ADAPTIVE_START:
+        raise UserError(f"--max-templates {M} is below the adaptive measurement's first round of "
+                        f"{ADAPTIVE_START} templates; give --max-templates >= {ADAPTIVE_START}")
     est = seprank.table_seconds(max_templates=M)
     seprank.check_time(est, allow_long=args.allow_long)
     print(f"[seprank] table: {2 * len(seprank.TABLE_SHAPES)} rows, at most ~{est / 60:.0f} min (worst case); "
@@ -190,7 +196,11 @@ def _seprank_measure(args):
     seprank.random_network(args.layers, args.width, args.heads, weight_range=args.weight_range)  # sizes, range
     seprank.balanced_partition(args.positions)
     M = args.max_templates or seprank.MAX_TEMPLATES
-    start, top = (args.templates, args.templates) if args.templates is not None else (8, M)
+    if args.templates is None and M < ADAPTIVE_START:
+        raise UserError(f"--max-templates {M} is below the adaptive measurement's first round of "
+                        f"{ADAPTIVE_START} templates; give --max-templates >= {ADAPTIVE_START}, or --templates {M} "
+                        "for one measurement at that count")
+    start, top = (args.templates, args.templates) if args.templates is not None else (ADAPTIVE_START, M)
     seprank.check_grid(start + 4, args.positions)
     est = seprank.estimate_seconds(args.layers, args.width, n_positions=args.positions, start=start,
                                    max_templates=top, draws=args.draws)

@@ -68,6 +68,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.units import abbreviate
 
 WEIGHT_RANGE = 2**23  # weights are integers in [-R, R], R = 2^23 (module docstring: the bound)
 DRAWS = 2  # weight draws per measurement; the rank is their maximum
@@ -126,7 +127,8 @@ def random_network(n_layer: int, d_model: int, n_head: int, *, seed: int = 0, re
     if d_model % n_head:
         raise UserError(f"--heads {n_head} must divide --width {d_model}")
     if 4 * n_layer * d_model**2 > MAX_WEIGHTS:
-        raise UserError(f"{n_layer} layer(s) of width {d_model} have {4 * n_layer * d_model**2:,} weights "
+        raise UserError(f"{abbreviate(n_layer)} layer(s) of width {abbreviate(d_model)} have "
+                        f"{abbreviate(4 * n_layer * d_model**2)} weights "
                         f"(> {MAX_WEIGHTS:,}); use a smaller width or fewer layers")
     R = check_weight_range(weight_range)
     rng = np.random.default_rng(seed)
