@@ -162,12 +162,14 @@ def _protocol(context: str) -> str:
     return json.dumps(ident, sort_keys=True)
 
 
-def check_one_protocol(used: pd.DataFrame, results: str) -> list[str]:
+def check_one_protocol(used: pd.DataFrame, results: str, lr_rule: bool = True) -> list[str]:
     """Every record of a fit must come from one training protocol, not only the seeds of a
     cell: UserError (naming the fields that differ and a run of each protocol) when the used
     runs differ in anything but :data:`PER_SHAPE`. Steps that differ between cells, and lrs
     that differ at one width, are legitimate in a preset that scales them (grid.scale_steps),
-    but also what mixing two sweeps looks like: returned as warnings that name them."""
+    but also what mixing two sweeps looks like: returned as warnings that name them; so are lrs
+    that follow no one width rule (:func:`_lr_rule_warning`; not with ``lr_rule`` False, for lrs
+    chosen per cell by --tune-lr)."""
     protocols = used["context"].map(_protocol)
     if protocols.nunique() > 1:
         groups = sorted(used.groupby(protocols, sort=False), key=lambda pg: (-len(pg[1]), sorted(pg[1]["run_id"])[0]))
@@ -183,7 +185,39 @@ def check_one_protocol(used: pd.DataFrame, results: str) -> list[str]:
         warnings.append("the runs were trained for different numbers of steps: " + ", ".join(
             f"{s} ({g[['n_layer', 'd_model']].drop_duplicates().shape[0]} cells, e.g. {sorted(g['run_id'])[0]})"
             for s, g in steps) + "; right only for a preset that scales steps with size (grid.scale_steps)")
+    lr_warning = _lr_rule_warning(used) if lr_rule else None
+    if lr_warning:
+        warnings.append(lr_warning)
     return warnings
+
+
+# Relative tolerance of an lr rule's fit: presets store a rule's lr to 6 significant figures.
+LR_RULE_RTOL = 1e-5
+
+
+def _lr_rule_warning(used: pd.DataFrame) -> str | None:
+    """A warning when the cells' learning rates follow no single width rule: one sweep's lrs are
+    lr = c_L·d_model^(−p) (grid.lr_rule with one power p; c_L may differ by depth, through
+    per-depth overrides), so ln lr = ln c_L − p·ln d_model fits them to rounding. Residuals
+    beyond :data:`LR_RULE_RTOL` are what two sweeps of different lr rules
+    mixed at different cells look like (least squares in numpy; None when the lrs fit). Two lrs
+    in one cell never get here: the cell check refuses them (the lr is in the run's identity)."""
+    lr = used["context"].map(lambda c: (json.loads(c) or {}).get("train", {}).get("lr") if c != "null" else None)
+    cells = pd.DataFrame({"L": used["n_layer"], "d": used["d_model"], "lr": lr}).dropna().drop_duplicates()
+    if cells.empty:
+        return None
+    depths = sorted(cells["L"].unique())
+    X = np.column_stack([(cells["L"] == L).to_numpy(float) for L in depths] + [np.log(cells["d"].to_numpy(float))])
+    y = np.log(cells["lr"].to_numpy(float))
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = np.abs(X @ coef - y)
+    worst = int(np.argmax(resid))
+    if resid[worst] <= LR_RULE_RTOL:
+        return None
+    row, off = cells.iloc[worst], math.exp(resid[worst])
+    return (f"the learning rates follow no single width rule lr = c_L * d_model^-p (L{int(row.L)} d{int(row.d)} "
+            f"lr {row.lr:g} is {off:.3g}x off the best one, p = {-coef[-1]:.3g}): records of sweeps with "
+            "different lr rules mixed at different cells?")
 
 
 def load_table(results: str | Path, cells_of: str | Path | None = None,
@@ -252,7 +286,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
                         f"{len(excluded)} excluded, {len(unfinished)} unfinished")
     used["test_loss"] = used["test_loss"].astype(float)
-    warnings = check_one_protocol(used, str(results))
+    warnings = check_one_protocol(used, str(results), lr_rule=not tune_dirs)
 
     cells_rows = []
     losses: dict[tuple[int, int], list[float]] = {}

@@ -207,6 +207,25 @@ def test_steps_that_differ_between_cells_are_named_in_the_fits_warnings(tmp_path
     assert t.warnings[0] in build_fit(t, bootstrap=10)["warnings"]
 
 
+def test_lrs_that_follow_one_width_rule_give_no_warning(tmp_path):
+    # lr = 0.4/d (a rule of power 1), and depth 2's cells at half that (a per-depth override)
+    for L, d, lr in ((1, 32, 0.4 / 32), (1, 64, 0.4 / 64), (2, 32, 0.2 / 32), (2, 64, 0.2 / 64)):
+        _write_protocol(tmp_path, L, d, 0, 2.0, lr=float(f"{lr:.6g}"))
+    assert load_table(tmp_path).warnings == []
+
+
+def test_lrs_of_two_rules_mixed_at_different_cells_are_named(tmp_path):
+    # Depth 1's cells follow lr = 0.4/d, depth 2's a constant lr: no cell has both, every other
+    # field agrees, so the protocol check passes; the lr rule check cannot fit one power p.
+    for L, d, lr in ((1, 32, 0.0125), (1, 64, 0.00625), (2, 32, 3e-3), (2, 64, 3e-3)):
+        _write_protocol(tmp_path, L, d, 0, 2.0, lr=lr)
+    (w,) = load_table(tmp_path).warnings
+    # slopes 1 and 0 in ln d at the same two widths: least squares takes p = 0.5, and every
+    # residual is ln(2)/4 in ln lr, a factor 2^(1/4) = 1.19; the first row, L1 d32, is named
+    assert w == ("the learning rates follow no single width rule lr = c_L * d_model^-p (L1 d32 lr 0.0125 is 1.19x off "
+                 "the best one, p = 0.5): records of sweeps with different lr rules mixed at different cells?")
+
+
 def test_fit_prints_an_impossible_record_and_its_reason(tmp_path, capsys):
     # Issue 24: test_loss -1.5 gave exit 0 and "0 excluded", and the transition moved.
     from depthwidth.cli import main
