@@ -105,3 +105,38 @@ def register(kind: Kind) -> Kind:
 def unregister(name: str) -> None:
     """Remove the kind called ``name`` (a test's toy); KeyError when there is none."""
     del KINDS[name]
+
+
+def _resolves(ref: Any) -> Any:
+    try:
+        return resolve(ref)
+    except (ImportError, AttributeError):
+        return None
+
+
+def missing_parts(kind: Kind) -> list[str]:
+    """What ``kind`` lacks, one phrase each (empty when it is whole): a command module with
+    ``HELP``, ``DESCRIPTION``, ``add_args`` and ``run``; at least one callable measure; a callable
+    fit; at least one registered figure, each resolving to a callable; a results directory. Imports
+    every part it names (the registry test runs it on every kind)."""
+    from depthwidth.paper_figs import registry as figures
+
+    out = []
+    cmd = _resolves(kind.cli)
+    if cmd is None:
+        out.append(f"command {kind.cli!r} does not import")
+    else:
+        out += [f"command has no {a}" for a in ("HELP", "DESCRIPTION") if not isinstance(getattr(cmd, a, None), str)]
+        out += [f"command has no {a}()" for a in ("add_args", "run") if not callable(getattr(cmd, a, None))]
+    if not kind.measure:
+        out.append("no measure")
+    out += [f"measure {m!r} is not callable" for m in kind.measure if not callable(_resolves(m))]
+    if not callable(_resolves(kind.fit)):
+        out.append(f"fit {kind.fit!r} is not callable")
+    if not kind.figures():
+        out.append("no figure registered with it as producer (depthwidth.paper_figs.registry)")
+    out += [f"figure {n!r} does not resolve" for n in kind.figures()
+            if not callable(_resolves(figures.get(n).function))]
+    if not kind.results:
+        out.append("no results directory")
+    return out
