@@ -26,7 +26,8 @@ DESCRIPTION = (
     "Levine et al. 2020 (arXiv 2006.12467) bound the separation rank of a depth-L self-attention network "
     "(softmax, LayerNorm and feed-forward removed) of width d_x by the counting bound C(3^L + d_x, d_x). "
     "This measures the exact grid-tensor rank (modulo two primes) of such networks with random integer "
-    "weights for the README's table of shapes (RESULTS/table.json; ~40 min: --allow-long), and with "
+    "weights for the table of shapes in docs/results/seprank.md (RESULTS/table.json; ~40 min: "
+    "--allow-long), and with "
     "--with-trained the same shapes after a short training run on text (RESULTS/trained.json), summarises "
     "both and draws fig5 next to the bounds. Stored tables are not measured again. The parts also run "
     "alone: depthwidth theory seprank --table, depthwidth seprank-trained --table, depthwidth seprank-fig.")
