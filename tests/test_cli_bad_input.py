@@ -39,6 +39,7 @@ FIXED = [
     (["exp", "triple", "--no-train", "--out", "afile"], "--out afile exists and is not a directory"),
     (["exp", "layerdrop", "--k", "1,1"], "--k repeats an element"),
     (["exp", "sawtooth", "--depths", "3,,4"], "--depths has an empty element"),
+    (["exp", "seprank", "--results", "afile"], "--results afile exists and is not a directory"),
     (["theory", "shapes", "--budget", "1M", "--depths", "2,4,"], "--depths has an empty element"),
     (["fit", "--results", ".", "--seeds", "0,,1", "--out", "f.json"], "--seeds has an empty element"),
     (["exp", "latency", "--shapes"], "error: exp latency: argument --shapes: expected one argument"),

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import HEIGHT_IN, WIDTH_IN, figure_style, save
 from depthwidth.units import format_count
 
-NAME = "exp_band"
 KAPLAN_BOX = ((10.0, 1000.0), (0.0, 3.0))  # (d/L range, loss excess in %)
 
 
@@ -63,4 +63,4 @@ def draw(result: dict[str, Any], out_dir: str) -> list[str]:
     returns the two paths."""
     with figure_style():
         fig, _ = band_figure(result)
-        return [str(p) for p in save(fig, out_dir, NAME)]
+        return [str(p) for p in save(fig, out_dir, name_of(band_figure))]

@@ -21,10 +21,6 @@ import numpy as np
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, depth_colors
 from depthwidth.units import format_count
 
-# The figures render() draws, in order; the last is paper_figs.pair_delta_fig's.
-NAMES = ("fig1_loss_vs_params", "fig2_width_vs_depth", "fig3_optimal_depth", "fig4_separation_rank",
-         "fig6_pair_delta")
-
 
 def _pair(p: dict[str, Any]) -> str:
     return f"L{p['L_s']}→L{p['L_d']}"

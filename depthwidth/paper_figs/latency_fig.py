@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from depthwidth.fits.latency import describe
-from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN
-
-NAME = "latency_vs_depth"
+from depthwidth.paper_figs.registry import name_of
+from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 
 
 def _label(g: dict[str, Any]) -> str:
@@ -65,3 +64,10 @@ def latency_vs_depth(groups: list[dict[str, Any]]) -> tuple[Any, str]:
     caption = ("Median forward time (min–max whiskers) and achieved FLOP/s against depth for equal-weight shapes; "
                "FLOPs = 2·12·L·d²·B·T + 4·L·T²·d·B (+ 2·V·d·B·T with the head); dashed: the fitted latency model.")
     return fig, caption
+
+
+def draw(groups: list[dict[str, Any]], out_dir: str) -> list[str]:
+    """Render :func:`latency_vs_depth` and save it (PNG + PDF) into ``out_dir``; returns the two paths."""
+    with figure_style():
+        fig, _ = latency_vs_depth(groups)
+        return [str(p) for p in save(fig, out_dir, name_of(latency_vs_depth))]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 
-NAME = "exp_layerdrop"
 K_COLORS = ("#0072B2", "#E69F00", "#CC79A7", "#009E73", "#D55E00")  # Okabe & Ito, one per k
 
 
@@ -78,4 +78,4 @@ def draw(summary: dict[str, Any], out_dir) -> tuple[list, str]:
     """Render and save (PNG + PDF) into ``out_dir``; returns (paths, caption)."""
     with figure_style():
         fig, caption = layerdrop_figure(summary)
-        return save(fig, out_dir, NAME), caption
+        return save(fig, out_dir, name_of(layerdrop_figure)), caption

@@ -8,14 +8,14 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.fits.options import FitOptions
-from depthwidth.paper_figs import figures, pair_delta_fig
+from depthwidth.paper_figs import registry
 from depthwidth.paper_figs.inputs import load_inputs
 from depthwidth.paper_figs.style import figure_style, save
 
 
 def render(results_dir: str | Path, fit_path: str | Path | None = None,
            out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> dict[str, Any]:
-    """Write the five figures (PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
+    """Write the law's figures (:func:`depthwidth.paper_figs.registry.of` ``LAW``: PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
     ``fit_path`` the fit is computed in memory with ``options``.
 
     Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
@@ -25,17 +25,13 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
     t0 = time.perf_counter()
     inputs = load_inputs(results_dir, fit_path, options)
     out = storage.path(out_dir if out_dir is not None else f"{str(results_dir).rstrip('/')}/figures")
+    given = {"inputs": inputs, "options": options}
     drawn = []
     with figure_style():
-        for name, draw in zip(figures.NAMES, (
-                lambda: figures.loss_vs_params(inputs),
-                lambda: figures.width_vs_depth(inputs),
-                lambda: figures.optimal_depth(inputs),
-                lambda: figures.separation_rank(),
-                lambda: pair_delta_fig.pair_delta(inputs, options))):
-            fig, caption = draw()
-            png, pdf = save(fig, out, name)
-            drawn.append({"name": name, "png": str(png), "pdf": str(pdf), "caption": caption})
+        for f in registry.of(registry.LAW):  # the law's figures, in their registered order
+            fig, caption = f.load()(*(given[k] for k in f.takes))
+            png, pdf = save(fig, out, f.name)
+            drawn.append({"name": f.name, "png": str(png), "pdf": str(pdf), "caption": caption})
     return {
         "out_dir": str(out),
         "fit_source": inputs.fit_source,

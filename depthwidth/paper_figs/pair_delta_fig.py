@@ -17,8 +17,6 @@ from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN
 from depthwidth.units import format_count
 
-NAME = "fig6_pair_delta"
-
 
 def _options(inputs, options: FitOptions) -> FitOptions:
     """The fit's own pairs and resampling when there is a fit file, so the band is its band."""

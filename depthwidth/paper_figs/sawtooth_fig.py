@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.fits.sawtooth import summarise
+from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import HEIGHT_IN, WIDTH_IN, figure_style, save
 
-NAME = "exp_sawtooth"
 STYLE = {  # arch: (label, colour, marker); Okabe & Ito colours as in style.COLORS
     "deep": ("deep, k×2 hidden (6k+1 params), trained", "#0072B2", "o"),
     "shallow_same": ("1 hidden layer, 2k units (same params), trained", "#D55E00", "s"),
@@ -84,4 +84,4 @@ def draw(recs: list[dict[str, Any]], out_dir: str | Path) -> list[str]:
     rows = summarise(recs)
     with figure_style():
         fig, _ = sawtooth_panels(rows)
-        return [str(p) for p in save(fig, out_dir, NAME)]
+        return [str(p) for p in save(fig, out_dir, name_of(sawtooth_panels))]

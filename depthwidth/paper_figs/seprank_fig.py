@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import HEIGHT_IN, WIDTH_IN, figure_style, save
 from depthwidth.theory.seprank import is_lower_bound
-
-NAME = "fig5_measured_separation_rank"
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -92,4 +91,4 @@ def draw(table_path: str | Path, out_dir: str | Path, trained_path: str | Path |
     trained = load(trained_path) if trained_path else None
     with figure_style():
         fig, _ = measured_separation_rank(doc, trained=trained)
-        return [str(p) for p in save(fig, out_dir, NAME)]
+        return [str(p) for p in save(fig, out_dir, name_of(measured_separation_rank))]

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 from depthwidth.units import format_count
 
-NAME = "exp_triple"
 JITTER = 0.035  # per-seed markers are spread by this much in log10(L) so they do not hide each other
 
 
@@ -86,4 +86,4 @@ def draw(res: dict[str, Any], out_dir: str | Path) -> list[str]:
     """Draw the figure of ``res`` into ``out_dir`` (PNG + PDF); returns the two paths."""
     with figure_style():
         fig, _ = triple_figure(res)
-        return [str(p) for p in save(fig, out_dir, NAME)]
+        return [str(p) for p in save(fig, out_dir, name_of(triple_figure))]

@@ -6,6 +6,8 @@ refinement, which alternates fitting and training.
     refine.proposals / round_preset / refine_after_grid   ``sweep --refine``: widths added inside
               each transition's bracket, round by round, from the records alone
     cli       ``depthwidth reproduce``; the ``--refine`` / ``--refine-round`` flags of ``sweep``
+    registry.KINDS   every experiment kind with its parts (measure, fit, figures, command, results)
+    exp       ``depthwidth exp NAME``, one command per kind (``exp_<name>.py``)
 
 Every layer below it (experiments, fits, paper_figs, records) is imported here, and nothing
 below imports this package (ARCHITECTURE.md).

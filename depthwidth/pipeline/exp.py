@@ -1,6 +1,8 @@
-"""``depthwidth exp NAME``: the seed experiments, each measure → store records → draw its figure.
+"""``depthwidth exp NAME``: the experiment kinds, each measure → store → analyse → draw its figure.
 
-One module per experiment, ``depthwidth.pipeline.exp_<name>``, with
+One subcommand per kind of :data:`depthwidth.pipeline.registry.KINDS` (where a kind is declared
+with its parts), in its order. A kind's command is a module, ``depthwidth.pipeline.exp_<name>``
+for the built-in ones, with
 
 * ``HELP`` (one line) and ``DESCRIPTION`` (the prediction it tests, where it comes from);
 * ``add_args(parser)``: its own flags (the shared ones below are already there);
@@ -11,42 +13,29 @@ One module per experiment, ``depthwidth.pipeline.exp_<name>``, with
 They sit in ``pipeline/`` because each one both measures (``experiments``/``models``) and draws
 (``paper_figs``) — ARCHITECTURE.md's rule for orchestration. Nothing heavy at module level.
 
-Shared flags: ``--results DIR`` (default ``results/exp-<name>``; records accumulate there and a
-rerun skips finished units), ``--out DIR`` (figures; default ``RESULTS/figures``),
-``--no-figure``, ``--no-progress``, ``--json``.
+Shared flags: ``--results DIR`` (default: the kind's ``results``, e.g. ``results/exp-<name>``;
+records accumulate there and a rerun skips finished units), ``--out DIR`` (figures; default
+``RESULTS/figures``), ``--no-figure``, ``--no-progress``, ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from depthwidth.console import add_json_flag
-
-# (name, module) in help order; each module is described in the docstring above.
-EXPERIMENTS: tuple[tuple[str, str], ...] = (
-    ("latency", "depthwidth.pipeline.exp_latency"),
-    ("triple", "depthwidth.pipeline.exp_triple"),
-    ("layerdrop", "depthwidth.pipeline.exp_layerdrop"),
-    ("sawtooth", "depthwidth.pipeline.exp_sawtooth"),
-    ("band", "depthwidth.pipeline.exp_band"),
-)
-
-
-def default_results(name: str) -> str:
-    return f"results/exp-{name}"
+from depthwidth.pipeline.registry import KINDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    e = sub.add_parser("exp", help="the seed experiments: latency, triple, layerdrop, sawtooth, band",
-                       description="Run one seed experiment (README, 'The seed experiments'): its records go "
+    e = sub.add_parser("exp", help=f"the experiment kinds: {', '.join(KINDS)}",
+                       description="Run one experiment kind (README, 'The seed experiments'): its records go "
                                    "to --results (a rerun skips finished work), its figure to --out.")
     esub = e.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(e))
-    for name, module in EXPERIMENTS:
-        mod = importlib.import_module(module)
-        p = esub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
-        p.add_argument("--results", metavar="DIR", default=default_results(name),
-                       help=f"results directory (default {default_results(name)})")
+    for kind in KINDS.values():
+        mod = kind.command()
+        p = esub.add_parser(kind.name, help=mod.HELP, description=mod.DESCRIPTION)
+        p.add_argument("--results", metavar="DIR", default=kind.results,
+                       help=f"results directory (default {kind.results})")
         p.add_argument("--out", metavar="DIR", help="where the figure goes (default RESULTS/figures)")
         p.add_argument("--no-figure", action="store_true", help="store the records only")
         p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
@@ -79,5 +68,5 @@ def _paths_checked(run):
 def _no_name(args: argparse.Namespace) -> int:
     from depthwidth.errors import UserError
 
-    raise UserError(f"exp needs an experiment name: one of {', '.join(n for n, _ in EXPERIMENTS)} "
+    raise UserError(f"exp needs an experiment name: one of {', '.join(KINDS)} "
                     "(depthwidth exp --help)")

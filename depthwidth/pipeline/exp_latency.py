@@ -95,7 +95,12 @@ def run(args: argparse.Namespace) -> int:
     models = [g["model"] for g in fit.summarize(fit.latency_rows(stored)) if g["model"]]
     records.write_if_changed(model_path, records.json_text(
         {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models}))
-    figures = [] if args.no_figure else _draw(groups, args.out or str(Path(args.results) / "figures"))
+    if args.no_figure:
+        figures = []
+    else:
+        from depthwidth.paper_figs.latency_fig import draw
+
+        figures = draw(groups, args.out or str(Path(args.results) / "figures"))
     out = {"results": str(args.results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
            "groups": groups, "model_file": str(model_path), "figures": figures}
     emit(args, out, _text(out))
@@ -118,15 +123,6 @@ def _refuse_another_machine(results: str, device: str) -> None:
     if theirs and device not in theirs:
         raise UserError(f"{results} holds the committed measurements of {', '.join(theirs)}, not of this machine "
                         f"({device}); they stay as they are: pass --results DIR to measure this machine")
-
-
-def _draw(groups: list[dict[str, Any]], out_dir: str) -> list[str]:
-    from depthwidth.paper_figs.latency_fig import NAME, latency_vs_depth
-    from depthwidth.paper_figs.style import figure_style, save
-
-    with figure_style():
-        fig, _ = latency_vs_depth(groups)
-        return [str(p) for p in save(fig, out_dir, NAME)]
 
 
 def _text(out: dict[str, Any]) -> str:

@@ -10,8 +10,8 @@ import pytest
 
 from depthwidth.fits.law import Law
 from depthwidth.paper_figs import make_all
-from depthwidth.paper_figs.figures import NAMES
 from depthwidth.paper_figs.inputs import FigureInputs
+from depthwidth.paper_figs.registry import LAW, names
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -27,7 +27,7 @@ def drawn(sweep, tmp_path_factory):
 
 def test_every_figure_is_written_as_png_and_pdf(drawn):
     paths, _, _ = drawn
-    assert [p.name for p in paths] == [f"{n}.{ext}" for n in NAMES for ext in ("png", "pdf")]
+    assert [p.name for p in paths] == [f"{n}.{ext}" for n in names(LAW) for ext in ("png", "pdf")]
 
 
 def test_png_files_are_valid_images(drawn):
