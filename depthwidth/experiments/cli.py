@@ -1,10 +1,12 @@
-"""``depthwidth train``, ``depthwidth presets`` and ``depthwidth sweep`` (thin: parse, call, print).
+"""``depthwidth train``, ``depthwidth presets`` and ``depthwidth seprank-trained`` (thin: parse,
+call, print), and the options of a sweep.
 
 Nothing heavy at module level: the runner imports jax (through the engine) only when it trains.
-The sweep options (:func:`sweep_args`, :func:`sweep_kwargs`) are shared with ``depthwidth
-reproduce`` (:mod:`depthwidth.pipeline.cli`), and so are the sweep's steps (:func:`start_sweep`,
-:func:`end_sweep`): ``sweep --refine``, which fits between rounds of training, is added to this
-command by the pipeline, the layer above both experiments and fits.
+The ``sweep`` command itself is registered once, by :mod:`depthwidth.pipeline.cli` (its
+``--refine`` fits between rounds of training, so it lives in the layer above both experiments
+and fits), as is ``reproduce``; both take the options of :func:`sweep_args` and turn them into
+one executor (:mod:`depthwidth.experiments.executors`) with :func:`sweep_executor`, through the
+steps here (:func:`start_sweep`, :func:`end_sweep`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
@@ -73,14 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", metavar="NAME|PATH", help="a preset to show")
     add_json_flag(p)
     p.set_defaults(func=_presets)
-
-    s = sub.add_parser("sweep", help="train every run of a preset (resumable, several workers)",
-                       description="Train each run of the preset that has no record yet: finished runs are "
-                                   "skipped, unfinished ones resume from their checkpoints, and a claim file "
-                                   "per run keeps workers sharing one results directory apart.")
-    sweep_args(s, results_required=True)
-    add_json_flag(s)
-    s.set_defaults(func=_sweep)
     _register_seprank_trained(sub)
 
 
@@ -150,6 +143,10 @@ def _seprank_trained_text(r: dict) -> str:
 
 
 def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
+    """The options of ``sweep`` (``results_required``) and ``reproduce``: the preset, the results
+    directory, the run settings, and, in two groups, the local workers' and Ray's options, which
+    :func:`sweep_executor` turns into one executor. ``sweep`` also gets the hidden flags its
+    ``--jobs`` child workers are started with (:func:`worker_args`)."""
     p.add_argument("--preset", required=True, metavar="NAME|PATH",
                    help="a built-in preset (smoke, cpu, levine2020; see `depthwidth presets`) or a .toml file")
     if results_required:
@@ -158,13 +155,6 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
         p.add_argument("--results", metavar="DIR", help=f"results directory (default: the checkout's committed "
                                                         f"{DEFAULT_RESULTS} if it has one, else {DEFAULT_RESULTS} "
                                                         "in the current directory)")
-    p.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
-    p.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
-    p.add_argument("--jobs", default="1", metavar="J",
-                   help="worker processes on this machine (default 1); XLA compiles on one core, so on a "
-                        "multi-core CPU a few jobs can shorten a compile-bound sweep of small models")
-    p.add_argument("--no-steal", action="store_true",
-                   help="train only this worker's own runs, not other workers' unclaimed ones")
     p.add_argument("--stale-after", default="600", metavar="SECONDS",
                    help="take over a claim whose heartbeat is older than this (default 600)")
     p.add_argument("--data-dir", metavar="DIR", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")
@@ -174,13 +164,35 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
                    help="override a config field in every run, e.g. train.steps=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no per-run progress bars")
     tracker_args(p)
-    _ray_args(p)
     add_devices_flag(p)
-    if not results_required:
-        return
-    # The sweep command only from here; depthwidth.pipeline.cli adds --refine and --refine-round.
-    p.add_argument("--cpus", help=argparse.SUPPRESS)  # set by --jobs for its child workers: cores to pin to
-    p.add_argument("--parent-pid", help=argparse.SUPPRESS)  # set by --jobs: the child dies with this process
+    _local_args(p)
+    _ray_args(p)
+    if results_required:
+        worker_args(p)
+
+
+def _local_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workers sharing --results: --jobs on this machine, --worker/--num-workers across "
+                             "hosts (claim files; depthwidth.experiments.runner)")
+    g.add_argument("--worker", default="0", metavar="I", help="this worker's index, 0..N-1 (default 0)")
+    g.add_argument("--num-workers", default="1", metavar="N", help="number of workers sharing --results (default 1)")
+    g.add_argument("--jobs", default="1", metavar="J",
+                   help="worker processes on this machine (default 1); XLA compiles on one core, so on a "
+                        "multi-core CPU a few jobs can shorten a compile-bound sweep of small models")
+    g.add_argument("--no-steal", action="store_true",
+                   help="train only this worker's own runs, not other workers' unclaimed ones")
+
+
+# The flags a sweep passes to the worker processes it starts, never typed by a user: hidden from
+# --help, parsed like any other. --refine-round, a refinement round's child, is the pipeline's.
+WORKER_FLAGS = ("--cpus", "--parent-pid")
+
+
+def worker_args(p: argparse.ArgumentParser) -> None:
+    """The hidden :data:`WORKER_FLAGS` of a ``--jobs`` child worker (:func:`start_sweep` acts on
+    them): ``--cpus`` the cores it pins itself to, ``--parent-pid`` the process it dies with."""
+    p.add_argument("--cpus", help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", help=argparse.SUPPRESS)
 
 
 def tracker_args(p: argparse.ArgumentParser) -> None:
@@ -223,8 +235,10 @@ def _ray_args(p: argparse.ArgumentParser) -> None:
 
 
 def ray_options(args: argparse.Namespace):
-    """The :class:`~depthwidth.experiments.ray_runner.RayOptions` of ``--ray`` and its flags, or
-    None without ``--ray``; UserError for a Ray flag without --ray or with local-worker options."""
+    """The :class:`~depthwidth.experiments.ray_runner.RayOptions` of ``--ray`` and its flags (the
+    one place they are read), or None without ``--ray``; UserError for a Ray flag without --ray
+    or a malformed value (local-worker options next to --ray: :func:`~depthwidth.experiments.
+    executors.executor_for`)."""
     from depthwidth.units import parse_int
 
     extra = [f for f, v in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-cpus-per-run", args.ray_num_cpus_per_run),
@@ -236,10 +250,6 @@ def ray_options(args: argparse.Namespace):
         if extra:
             raise UserError(f"{extra[0]} needs --ray ADDRESS|local")
         return None
-    local = [f for f, v in (("--jobs", args.jobs != "1"), ("--worker", args.worker != "0"),
-                            ("--num-workers", args.num_workers != "1"), ("--no-steal", args.no_steal)) if v]
-    if local:
-        raise UserError(f"--ray places every run itself; drop {local[0]}")
     from depthwidth.experiments.ray_runner import RayOptions, parse_env, parse_resources
 
     def per_run(text, name, default):
@@ -301,9 +311,12 @@ def require_writable_results(results: str) -> None:
             raise UserError(f"--results {results}: cannot write in {above}: {e.strerror}") from None
 
 
-def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of :func:`~depthwidth.experiments.ray_runner.run_sweep_on` (run_local_jobs,
-    or run_ray_sweep with ``ray``) from the sweep options (:func:`sweep_args`)."""
+def sweep_executor(args: argparse.Namespace):
+    """The :class:`~depthwidth.experiments.executors.Executor` the sweep options
+    (:func:`sweep_args`) ask for (:func:`~depthwidth.experiments.executors.executor_for`), its
+    :class:`~depthwidth.experiments.executors.SweepSettings` from the shared ones. UserError
+    (one line) for a malformed or conflicting option or an unwritable local ``--results``."""
+    from depthwidth.experiments.executors import SweepSettings, executor_for
     from depthwidth.units import parse_int
 
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
@@ -321,10 +334,10 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     child += ["--devices", args.devices] if args.devices is not None else []
     trackers = trackers_of(args)
     child += [f"--{t}" for t in trackers]
-    return {"worker": i, "num_workers": n, "steal": not args.no_steal, "data_dir": args.data_dir,
-            "trackers": trackers,
-            "stale_after_s": stale, "progress": not args.no_progress and sys.stderr.isatty(),
-            "jobs": parse_int(args.jobs, name="--jobs", minimum=1), "child_args": child, "ray": ray_options(args)}
+    settings = SweepSettings(data_dir=args.data_dir, trackers=trackers, stale_after_s=stale,
+                             progress=not args.no_progress and sys.stderr.isatty())
+    return executor_for(settings, jobs=parse_int(args.jobs, name="--jobs", minimum=1), worker=i, num_workers=n,
+                        steal=not args.no_steal, child_args=tuple(child), ray=ray_options(args))
 
 
 def download(preset, data_dir: str | None) -> None:
@@ -383,8 +396,8 @@ def _preset_text(p) -> str:
 def start_sweep(args: argparse.Namespace):
     """What the ``sweep`` command does before it trains: pin to ``--cpus`` and die with
     ``--parent-pid`` (a ``--jobs`` child),
-    load the preset with its ``--set`` overrides, build the runner's keyword arguments
-    (:func:`sweep_kwargs`, ``child_args`` included) and ``--download``. Returns (preset, kwargs)."""
+    load the preset with its ``--set`` overrides, build the executor (:func:`sweep_executor`)
+    and ``--download``. Returns (preset, executor)."""
     if args.cpus:
         import os
 
@@ -400,10 +413,10 @@ def start_sweep(args: argparse.Namespace):
 
         die_with_parent(parse_int(args.parent_pid, name="--parent-pid", minimum=1))
     preset = load(args)
-    kw = sweep_kwargs(args)
+    executor = sweep_executor(args)
     if args.download:
         download(preset, args.data_dir)
-    return preset, kw
+    return preset, executor
 
 
 def end_sweep(args: argparse.Namespace, rep) -> int:
@@ -412,14 +425,6 @@ def end_sweep(args: argparse.Namespace, rep) -> int:
 
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
-
-
-def _sweep(args: argparse.Namespace) -> int:
-    from depthwidth.experiments.ray_runner import run_sweep_on
-
-    preset, kw = start_sweep(args)
-    rep = run_sweep_on(preset, args.results, kw.pop("child_args"), **kw)
-    return end_sweep(args, rep)
 
 
 # ---------------------------------------------------------------- train (one run)

@@ -83,7 +83,7 @@ def member_task(job: runner.Job, coordinator: str, num_processes: int, process_i
         initialize_distributed(coordinator, num_processes, process_id, shutdown_timeout_s=MEMBER_SHUTDOWN_S)
     except UserError as e:
         raise GroupSetupError(str(e)) from None
-    train = runner._Engine(train_fn, compile_cache).get()
+    train = runner.LazyTrainFn(train_fn, compile_cache).get()
     return train(job.cfg, job.results, **train_kw)
 
 

@@ -1,6 +1,8 @@
 """The sweep runner on Ray: every run without a record is one Ray task, on any node of a cluster.
 
-``depthwidth sweep --preset P --results DIR --ray ADDRESS|local`` calls :func:`run_ray_sweep`.
+``depthwidth sweep --preset P --results DIR --ray ADDRESS|local`` calls :func:`run_ray_sweep`
+(through the :class:`~depthwidth.experiments.executors.RayTasks` or, with
+``--ray-hosts-per-run``, :class:`~depthwidth.experiments.executors.RayHostGroups` executor).
 ``local`` starts a Ray cluster on this machine (``ray.init(num_cpus=...)``); any other value is
 the address of a running cluster (``auto``, ``ray://host:10001``), joined with
 ``ray.init(address=...)``. Ray is imported here only, and only when such a sweep starts: the
@@ -39,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -271,7 +272,7 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
                     rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn,
                                       log=_log)
                 else:
-                    rec = runner._Engine(train_fn, compile_cache).get()(job.cfg, job.results, **train_kw)
+                    rec = runner.LazyTrainFn(train_fn, compile_cache).get()(job.cfg, job.results, **train_kw)
             except UserError as e:
                 return {"outcome": "user_error", "error": str(e)}
             except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
@@ -314,12 +315,11 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     ``failed``. A local cluster started here is shut down on return. A task group with
     STRICT_SPREAD over more hosts than the cluster has nodes is a UserError at once.
     """
-    hb = runner._heartbeat_period(stale_after_s, heartbeat_s)
+    hb = runner.heartbeat_period(stale_after_s, heartbeat_s)
     storage.require_shared(results, "--ray")
     ray = import_ray(local=opts.address == "local")
     jobs = runner.plan(preset, results)
-    sweep = runner._Sweep(preset, results, jobs, worker=0, num_workers=1, log=log)
-    sweep.tag = f"[sweep {preset.name} ray]"
+    sweep = runner.SweepProgress(preset, results, jobs, log=log, label="ray")
     todo = [j for j in jobs if sweep.record_of(j) is None]
     if not todo:  # a finished sweep: starting or joining a cluster would only cost time
         log(f"{sweep.tag} 0 task(s) submitted: every run has a record (no Ray cluster started or joined)")
@@ -386,7 +386,7 @@ def _slots(ray, opts: RayOptions) -> int:
     return max(1, min(fits)) if fits else max(1, int(total.get("CPU", 1)))
 
 
-def _collect(ray, refs: dict, sweep, opts: RayOptions, log: Callable[[str], None]) -> None:
+def _collect(ray, refs: dict, sweep: runner.SweepProgress, opts: RayOptions, log: Callable[[str], None]) -> None:
     """Wait for the tasks, file each outcome in ``sweep``'s report, log progress; on Ctrl-C or a
     UserError from a run, cancel what is left (:func:`_cancel`) and re-raise."""
     pending = list(refs)
@@ -408,35 +408,27 @@ def _collect(ray, refs: dict, sweep, opts: RayOptions, log: Callable[[str], None
         raise
 
 
-def _file(job: runner.Job, out: dict[str, Any], sweep, log: Callable[[str], None]) -> None:
-    """Put one task's outcome into the report (``sweep``: the runner's per-sweep bookkeeping)."""
-    rep = sweep.report
+def _file(job: runner.Job, out: dict[str, Any], sweep: runner.SweepProgress, log: Callable[[str], None]) -> None:
+    """Put one task's outcome (:func:`train_task`) into the sweep's bookkeeping."""
     kind = out["outcome"]
     if kind == "user_error":
         raise UserError(out["error"])
     if kind == "busy":
-        sweep.busy[job.run_id] = out["why"]
+        sweep.add_busy(job, out["why"])
     elif kind == "failed":
-        rep.failed.append({"run_id": job.run_id, "error": out["error"]})
+        sweep.add_failed(job, out["error"])
         log(f"{sweep.tag} run {job.run_id} failed: {out['error']}" + (f"\n{out['traceback']}" if out["traceback"] else ""))
+    elif kind == "trained":
+        sweep.add_trained(job, out["record"], out["elapsed_s"])
     else:
-        rec = out["record"]
-        sweep.done[job.run_id] = rec
-        if kind == "trained":
-            rep.trained.append(job.run_id)
-            if isinstance(rec.get("wall_s"), (int, float)):
-                sweep.overheads.append(max(0.0, out["elapsed_s"] - rec["wall_s"]))
-            if rec.get("status") == "diverged":
-                log(f"{sweep.tag} {job.run_id} diverged (recorded)")
+        sweep.add_record(job, out["record"])
 
 
-def _status_line(sweep, pending: list[runner.Job], slots: int, job: runner.Job, out: dict[str, Any]) -> str:
+def _status_line(sweep: runner.SweepProgress, pending: list[runner.Job], slots: int, job: runner.Job,
+                 out: dict[str, Any]) -> str:
     """Runs done / running / queued / failed, the finished run's tokens/s, and the ETA."""
-    sweep.refresh()
-    left = [j for j in sweep.jobs if j.run_id not in sweep.done]
     running = sum(1 for j in pending if claims.LocalStore(j.results).exists(claims.claim_rel(j.run_id)))
-    eta = runner.eta_seconds(list(sweep.done.values()), [j.cfg for j in left], slots,
-                             statistics.median(sweep.overheads) if sweep.overheads else None)
+    eta = sweep.eta(slots)
     tps = (out.get("record") or {}).get("tokens_per_s")
     what = {"trained": f"{job.run_id} trained on {out.get('host')}"
                        + (f", {tps:,.0f} tokens/s" if isinstance(tps, (int, float)) else ""),
@@ -464,20 +456,3 @@ def _cancel(ray, pending: list, log: Callable[[str], None]) -> None:
         ray.wait(pending, num_returns=len(pending), timeout=CANCEL_GRACE_S)
     except KeyboardInterrupt:
         pass
-
-
-def run_sweep_on(preset: Preset, results: str | Path, child_args: list[str] | None = None, *,
-                 ray: RayOptions | None = None, **kw: Any) -> runner.SweepReport:
-    """The sweep the options ask for: on Ray with ``ray`` (:func:`run_ray_sweep`), else on this
-    machine (:func:`~depthwidth.experiments.runner.run_local_jobs`, ``jobs`` default 1).
-
-    ``kw`` are run_local_jobs' keyword arguments (what the CLI's ``sweep_kwargs`` builds); with
-    ``ray`` the ones that only apply to local workers (worker, num_workers, steal, jobs,
-    progress) must have their defaults, which the CLI checks first.
-    """
-    if ray is None:
-        kw.setdefault("jobs", 1)
-        return runner.run_local_jobs(preset, results, list(child_args or []), **kw)
-    for name in ("worker", "num_workers", "steal", "jobs", "progress"):
-        kw.pop(name, None)
-    return run_ray_sweep(preset, results, ray, **kw)

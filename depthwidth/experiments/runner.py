@@ -1,7 +1,10 @@
 """The sweep runner: train every run of a preset once, across restarts and several workers.
 
 ``depthwidth sweep --preset P --results DIR [--worker I --num-workers N]`` calls
-:func:`run_sweep`. For each run of the preset (docs/architecture.md):
+:func:`run_sweep` (through the :class:`~depthwidth.experiments.executors.InProcess` executor;
+``--jobs`` is :func:`run_local_jobs`, and the Ray executors use the public pieces here too:
+:func:`plan`, :class:`SweepProgress`, :class:`LazyTrainFn`, :func:`heartbeat_period`).
+For each run of the preset (ARCHITECTURE.md):
 
 * a run whose ``record.json`` exists is skipped without loading anything;
 * otherwise the worker claims it (:mod:`depthwidth.experiments.claims`: one claim file per run,
@@ -254,13 +257,13 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     Ctrl-C or SIGTERM, after releasing the claim. Any other exception from one run is reported
     in ``failed`` and the sweep goes on.
     """
-    hb = _heartbeat_period(stale_after_s, heartbeat_s)
+    hb = heartbeat_period(stale_after_s, heartbeat_s)
     if num_workers > 1:
         storage.require_shared(results, f"--num-workers {num_workers}")
     jobs = plan(preset, results)
     order = order_for_worker(jobs, worker, num_workers, steal)
-    sweep = _Sweep(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
-    engine = _Engine(train_fn, compile_cache)
+    sweep = SweepProgress(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
+    engine = LazyTrainFn(train_fn, compile_cache)
     train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
     if trackers:  # only then: a test's stand-in train_fn need not know the keyword
         train_kw["trackers"] = tuple(trackers)
@@ -270,8 +273,13 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     return sweep.finish()
 
 
-def _heartbeat_period(stale_after_s: float, heartbeat_s: float | None) -> float:
-    """The heartbeat period (seconds): ``heartbeat_s``, default stale_after_s / 10, in (0, stale_after_s)."""
+def heartbeat_period(stale_after_s: float, heartbeat_s: float | None) -> float:
+    """The heartbeat period (seconds) of a claim: ``heartbeat_s``, default stale_after_s / 10.
+
+    Shared by every executor (:mod:`depthwidth.experiments.executors`). Raises UserError unless
+    ``stale_after_s`` > 0 and the period lies in (0, stale_after_s), so a live worker's claim is
+    never taken for a dead one's.
+    """
     if not stale_after_s > 0:
         raise UserError(f"--stale-after must be > 0 seconds, got {stale_after_s}")
     hb = heartbeat_s if heartbeat_s is not None else stale_after_s / 10.0
@@ -280,14 +288,21 @@ def _heartbeat_period(stale_after_s: float, heartbeat_s: float | None) -> float:
     return hb
 
 
-class _Engine:
-    """The training function, loaded when a run first needs training: a finished sweep never
-    imports jax. The default one also gets JAX's persistent compilation cache."""
+class LazyTrainFn:
+    """The function that trains one run (``fn(cfg, results, **train_kw) -> record | None``),
+    loaded when a run first needs training, so a finished sweep never imports jax.
+
+    ``train_fn`` None means :func:`depthwidth.models.train.train_run`, which also gets JAX's
+    persistent compilation cache (``compile_cache``: True = :func:`compile_cache_dir`, a path =
+    there, False/None = off). Not the compiled model engine (:mod:`depthwidth.models.engine`):
+    this only decides which training function a sweep calls.
+    """
 
     def __init__(self, train_fn: Callable[..., dict[str, Any] | None] | None, compile_cache: str | Path | None | bool):
         self._fn, self._cache = train_fn, compile_cache
 
     def get(self) -> Callable[..., dict[str, Any] | None]:
+        """The training function (imports jax the first time, for the default one)."""
         if self._fn is None:
             from depthwidth.models.train import train_run
 
@@ -302,25 +317,34 @@ def _counts(recs: Iterable[dict[str, Any]]) -> tuple[int, int]:
     return statuses.count("finished"), statuses.count("diverged")
 
 
-class _Sweep:
-    """One worker's pass over a sweep: the records seen so far (its own and other workers'),
-    the runs other workers hold, the report, and the progress lines."""
+class SweepProgress:
+    """One driver's bookkeeping of a sweep, whichever executor trains the runs: the records seen
+    so far (its own and other workers'), the runs other workers hold, the report, the ETA and the
+    progress lines (``log``).
 
-    def __init__(self, preset: Preset, results: str | Path, jobs: list[Job], *, worker: int, num_workers: int,
-                 log: Callable[[str], None]):
+    Attributes an executor reads: ``jobs`` (the plan), ``done`` ({run_id: record}), ``report``
+    (the :class:`SweepReport` being filled), ``tag`` (the prefix of every progress line:
+    ``[sweep NAME]``, ``[sweep NAME wI/N]`` for a worker of several, ``[sweep NAME LABEL]`` with
+    ``label``). It changes them only through the ``add_*`` methods.
+    """
+
+    def __init__(self, preset: Preset, results: str | Path, jobs: list[Job], *, worker: int = 0, num_workers: int = 1,
+                 log: Callable[[str], None] = _stderr, label: str = ""):
         self.jobs, self.log, self.t0 = jobs, log, time.perf_counter()
         self.stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
         self.done: dict[str, dict[str, Any]] = {}
-        self.busy: dict[str, str] = {}
-        self.overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
+        self._busy: dict[str, str] = {}
+        self._overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
         self.report = SweepReport(preset=preset.name, results=str(results), groups=group_dirs(preset, results),
                                   worker=worker, num_workers=num_workers, total=len(jobs))
         self.refresh()
         self.report.done_before = len(self.done)
-        self.tag = f"[sweep {preset.name}" + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]")
+        self.tag = (f"[sweep {preset.name}" + (f" {label}" if label else "")
+                    + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]"))
         log(f"{self.tag} {len(jobs)} runs, {self.report.done_before} already done, results in {results}")
 
     def record_of(self, job: Job) -> dict[str, Any] | None:
+        """``job``'s record (read once, then remembered), or None while it has none."""
         if job.run_id not in self.done:
             rec = self.stores[job.results].read_json(f"runs/{job.run_id}/record.json")
             if not isinstance(rec, dict):
@@ -333,25 +357,63 @@ class _Sweep:
         for j in self.jobs:
             self.record_of(j)
 
-    def run(self, job: Job, engine: _Engine, *, stale_after_s: float, settle_s: float, heartbeat_s: float,
+    def left(self) -> list[Job]:
+        """The jobs without a record, after :meth:`refresh`."""
+        self.refresh()
+        return [j for j in self.jobs if j.run_id not in self.done]
+
+    def add_record(self, job: Job, rec: dict[str, Any]) -> None:
+        """``job`` has a record that this driver did not train (another worker wrote it)."""
+        self.done[job.run_id] = rec
+
+    def add_trained(self, job: Job, rec: dict[str, Any], elapsed_s: float) -> None:
+        """``job`` was trained for this sweep in ``elapsed_s`` seconds (compile and I/O included):
+        counted, its overhead beyond the record's ``wall_s`` kept for the ETA, a divergence said."""
+        self.done[job.run_id] = rec
+        self.report.trained.append(job.run_id)
+        if isinstance(rec.get("wall_s"), (int, float)):
+            self._overheads.append(max(0.0, elapsed_s - rec["wall_s"]))
+        if rec.get("status") == "diverged":
+            self.log(f"{self.tag} {job.run_id} diverged (recorded)")
+
+    def add_failed(self, job: Job, error: str) -> None:
+        """``job``'s training raised ``error`` (one line); the run is retried by the next sweep."""
+        self.report.failed.append({"run_id": job.run_id, "error": error})
+
+    def add_busy(self, job: Job, why: str | None) -> None:
+        """Another live worker holds ``job`` (``why``); None: this driver holds it now."""
+        if why is None:
+            self._busy.pop(job.run_id, None)
+        else:
+            self._busy[job.run_id] = why
+
+    def eta(self, slots: int, left: list[Job] | None = None) -> float | None:
+        """Seconds until the runs ``left`` (default :meth:`left`) are trained by ``slots`` parallel
+        workers (:func:`eta_seconds`, with the median overhead per run measured here)."""
+        left = self.left() if left is None else left
+        return eta_seconds(list(self.done.values()), [j.cfg for j in left], slots,
+                           statistics.median(self._overheads) if self._overheads else None)
+
+    def run(self, job: Job, engine: LazyTrainFn, *, stale_after_s: float, settle_s: float, heartbeat_s: float,
             train_kw: dict[str, Any]) -> None:
-        """Claim ``job``, train it, release it; skipped when it has a record or another worker holds it."""
+        """Claim ``job``, train it in this process, release it; skipped when it has a record or
+        another worker holds it (the in-process executor's step, :func:`run_sweep`)."""
         if self.record_of(job) is not None:
             return
         store = self.stores[job.results]
         claim, why = claims.try_claim(store, job.run_id, worker=self.report.worker, num_workers=self.report.num_workers,
                                       stale_after_s=stale_after_s, settle_s=settle_s, log=self.log)
         if claim is None:
-            self.busy[job.run_id] = why
+            self.add_busy(job, why)
             return
-        self.busy.pop(job.run_id, None)
+        self.add_busy(job, None)
         try:
             if self.record_of(job) is None:  # not finished by another worker just before our claim
                 self._train(job, store, claim, engine, heartbeat_s, train_kw)
         finally:
             claims.release(store, claim)
 
-    def _train(self, job: Job, store, claim, engine: _Engine, heartbeat_s: float, train_kw: dict[str, Any]) -> None:
+    def _train(self, job: Job, store, claim, engine: LazyTrainFn, heartbeat_s: float, train_kw: dict[str, Any]) -> None:
         m = job.cfg.model
         self.log(f"{self.tag} training {job.run_id} (L={m.n_layer} d={m.d_model} seed={job.cfg.train.seed} "
                  f"corpus={job.corpus}; {len(self.done)}/{len(self.jobs)} done)")
@@ -363,24 +425,18 @@ class _Sweep:
             except (UserError, KeyboardInterrupt):
                 raise
             except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
-                self.report.failed.append({"run_id": job.run_id, "error": f"{type(e).__name__}: {e}"})
+                self.add_failed(job, f"{type(e).__name__}: {e}")
                 self.log(f"{self.tag} run {job.run_id} failed:\n{traceback.format_exc()}")
                 return
         if rec is not None:
-            self.done[job.run_id] = rec
-            self.report.trained.append(job.run_id)
-            if isinstance(rec.get("wall_s"), (int, float)):
-                self.overheads.append(max(0.0, time.perf_counter() - t_run - rec["wall_s"]))
-            if rec.get("status") == "diverged":
-                self.log(f"{self.tag} {job.run_id} diverged (recorded)")
+            self.add_trained(job, rec, time.perf_counter() - t_run)
         self.log(self.status_line())
 
     def status_line(self) -> str:
-        self.refresh()
-        left = [j.cfg for j in self.jobs if j.run_id not in self.done]
+        """Runs done, diverged and failed, trained here, and the ETA."""
+        left = self.left()
+        eta = self.eta(self.report.num_workers, left)
         n_div = _counts(self.done.values())[1]
-        eta = eta_seconds(list(self.done.values()), left, self.report.num_workers,
-                          statistics.median(self.overheads) if self.overheads else None)
         extra = f", {n_div} diverged" if n_div else ""
         extra += f", {len(self.report.failed)} failed" if self.report.failed else ""
         return (f"{self.tag} {len(self.done)}/{len(self.jobs)} runs done{extra}; trained here "
@@ -390,7 +446,7 @@ class _Sweep:
         """The report, counted over every record now on disk."""
         self.refresh()
         rep = self.report
-        rep.busy = [{"run_id": k, "why": v} for k, v in self.busy.items() if k not in self.done]
+        rep.busy = [{"run_id": k, "why": v} for k, v in self._busy.items() if k not in self.done]
         rep.finished, rep.diverged = _counts(self.done.values())
         rep.remaining = sum(1 for j in self.jobs if j.run_id not in self.done)
         rep.wall_s = time.perf_counter() - self.t0

@@ -1,14 +1,13 @@
-"""``depthwidth reproduce`` (thin: parse, call :func:`depthwidth.pipeline.reproduce`, print),
-and ``depthwidth sweep --refine``.
+"""``depthwidth sweep`` and ``depthwidth reproduce`` (thin: parse, call, print).
 
-The sweep options are the ``sweep`` command's (:mod:`depthwidth.experiments.cli`); the fit
-options' defaults are :class:`~depthwidth.fits.options.FitOptions`'. Nothing heavy at module level.
+Both take the same sweep options (:func:`depthwidth.experiments.cli.sweep_args`), which become
+one executor (:mod:`depthwidth.experiments.executors`: in this process, ``--jobs`` local worker
+processes, Ray tasks, or Ray host groups) that trains the preset's runs; the fit options'
+defaults are :class:`~depthwidth.fits.options.FitOptions`'. Nothing heavy at module level.
 
-Refinement (:mod:`depthwidth.pipeline.refine`) fits the records between rounds of training, so
-it cannot live in ``experiments`` (a sibling of ``fits``). :func:`register` therefore adds its
-flags to the ``sweep`` command that :mod:`depthwidth.experiments.cli` registered before it
-(``depthwidth.cli._COMMANDS`` order) and routes that command through :func:`_sweep`, the
-experiments' sweep steps with a refinement round around them when asked.
+``sweep`` is registered here, once, because of ``--refine``: refinement
+(:mod:`depthwidth.pipeline.refine`) fits the records between rounds of training, so it cannot
+live in ``experiments`` (a sibling of ``fits``).
 """
 
 from __future__ import annotations
@@ -25,12 +24,26 @@ from depthwidth.experiments.cli import (
     load,
     start_sweep,
     sweep_args,
-    sweep_kwargs,
+    sweep_executor,
 )
 from depthwidth.fits.options import FitOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("sweep", help="train every run of a preset (resumable, several workers)",
+                       description="Train each run of the preset that has no record yet: finished runs are "
+                                   "skipped, unfinished ones resume from their checkpoints, and a claim file "
+                                   "per run keeps workers sharing one results directory apart. The runs are "
+                                   "trained in this process, by --jobs local worker processes, or on Ray "
+                                   "(--ray, one task or --ray-hosts-per-run processes per run).")
+    sweep_args(s, results_required=True)
+    s.add_argument("--refine", action="store_true",
+                   help="after the grid, add widths inside each transition's bracket until it is resolved "
+                        "(the preset's [refine] table; depthwidth.pipeline.refine)")
+    s.add_argument("--refine-round", action="store_true", help=argparse.SUPPRESS)  # a refinement round's child
+    add_json_flag(s)
+    s.set_defaults(func=_sweep)
+
     r = sub.add_parser("reproduce", help="sweep + fit + figures + summary for a preset, in one command",
                        description="Run the preset's sweep (skipping finished runs), fit the transition "
                                    "points and the law ln d_x = a + b*L, draw the figures and write "
@@ -47,36 +60,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-figures", action="store_true", help="skip the figures")
     add_json_flag(r)
     r.set_defaults(func=_reproduce)
-    _add_refine(sub)
-
-
-def _add_refine(sub: argparse._SubParsersAction) -> None:
-    """``--refine`` and the hidden ``--refine-round`` on the ``sweep`` command (module doc)."""
-    s = sub.choices.get("sweep")
-    if s is None:
-        raise RuntimeError("depthwidth.pipeline.cli.register needs the sweep command registered first")
-    s.add_argument("--refine", action="store_true",
-                   help="after the grid, add widths inside each transition's bracket until it is resolved "
-                        "(the preset's [refine] table; depthwidth.pipeline.refine)")
-    s.add_argument("--refine-round", action="store_true", help=argparse.SUPPRESS)  # a refinement round's child
-    s.set_defaults(func=_sweep)
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    """``depthwidth sweep`` (:mod:`depthwidth.experiments.cli`'s steps), refining after the grid
-    with ``--refine``; a ``--refine-round`` child worker trains the round its parent computed
-    (the same, from the same records)."""
-    from depthwidth.experiments.ray_runner import run_sweep_on
-
+    """``depthwidth sweep``: the preset's runs through the executor the options ask for, then,
+    with ``--refine``, refinement rounds; a ``--refine-round`` child worker trains the round its
+    parent computed (the same, from the same records)."""
     if args.refine or args.refine_round:
         from depthwidth.pipeline import refine  # fits and pandas: only when refining
-    preset, kw = start_sweep(args)
-    child = kw.pop("child_args")
+    preset, executor = start_sweep(args)
     if args.refine_round:
         preset, _ = refine.round_preset(preset, args.results)
-    rep = run_sweep_on(preset, args.results, child, **kw)
+    rep = executor.run(preset, args.results)
     if args.refine and not rep.failed:
-        rep = refine.refine_after_grid(preset, args.results, child, kw, rep)
+        rep = refine.refine_after_grid(preset, args.results, executor, rep)
     return end_sweep(args, rep)
 
 
@@ -86,7 +83,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from depthwidth.units import parse_int
 
     preset = load(args)
-    kw = sweep_kwargs(args)
+    executor = sweep_executor(args)
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
     results = args.results or default_results(preset.name)
@@ -95,6 +92,6 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.download:
         download(preset, args.data_dir)
     summary = reproduce(preset, results, out=args.out, fit_options=options, figures=not args.no_figures,
-                        sweep_kwargs=kw)
+                        executor=executor)
     emit(args, summary, summary_text(summary))
     return 0 if summary["complete"] else 1

@@ -59,6 +59,7 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.config import RunConfig, from_dict
 from depthwidth.errors import UserError
+from depthwidth.experiments.executors import Executor
 from depthwidth.experiments.presets import REFINE_KEYS, RefineSpec, merge_config, parse_refine
 from depthwidth.fits.options import MIN_FRACTION
 from depthwidth.fits.table import load_table
@@ -223,13 +224,13 @@ def describe(props: list[dict[str, Any]]) -> list[str]:
             for p in props]
 
 
-def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any], rep):
+def refine_after_grid(preset, results: str, executor: Executor, rep):
     """Refinement rounds after a finished grid (``sweep --refine``): each round's runs go to
-    :func:`~depthwidth.experiments.ray_runner.run_sweep_on` (run_local_jobs, whose child workers get
-    ``--refine-round``, which makes them compute the same round; or Ray with ``kw["ray"]``); returns ``rep`` (the grid's
-    SweepReport) with the rounds' trained and failed runs added. Progress lines on stderr."""
-    from depthwidth.experiments.ray_runner import run_sweep_on
-
+    ``executor``, the grid's (worker processes it starts get ``--refine-round``, which makes
+    them compute the same round: :meth:`~depthwidth.experiments.executors.Executor.with_child_flags`);
+    returns ``rep`` (the grid's SweepReport) with the rounds' trained and failed runs added.
+    Progress lines on stderr."""
+    executor = executor.with_child_flags("--refine-round")
     if rep.remaining:
         print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
         return rep
@@ -242,7 +243,7 @@ def refine_after_grid(preset, results: str, child: list[str], kw: dict[str, Any]
             break
         for line in describe(props):
             print(f"[refine] round {rnd}: {line}", file=sys.stderr)
-        r = run_sweep_on(sub, results, child + ["--refine-round"], **dict(kw))
+        r = executor.run(sub, results)
         trained += r.trained
         failed += r.failed
         if r.failed or r.remaining:

@@ -1,7 +1,7 @@
 """``depthwidth reproduce``: sweep -> fit -> figures -> a short summary, theory next to experiment.
 
-:func:`reproduce` runs the preset's sweep (:func:`depthwidth.experiments.runner.run_sweep`:
-finished runs are skipped), then for each corpus of the preset fits the transition points and
+:func:`reproduce` runs the preset's sweep (an executor of :mod:`depthwidth.experiments.executors`,
+by default :class:`~depthwidth.experiments.executors.InProcess`: finished runs are skipped), then for each corpus of the preset fits the transition points and
 the law ln d_x = a + b·L (:func:`depthwidth.fits.lawfit.build_fit`, written as ``fit.json``),
 draws the figures (:func:`depthwidth.paper_figs.make_all`, into ``figures/``) and writes
 ``summary.json`` and ``summary.md`` (what they compare: :mod:`depthwidth.pipeline.summary`).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
@@ -24,16 +24,20 @@ from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
 from depthwidth.records import json_text, relative_to, write_if_changed
 
+if TYPE_CHECKING:  # the runner is imported when a sweep runs: not by every CLI start (depthwidth.cli)
+    from depthwidth.experiments.executors import Executor
+
 
 def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
               fit_options: FitOptions = FitOptions(), figures: bool = True,
-              sweep_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+              executor: Executor | None = None) -> dict[str, Any]:
     """Sweep, fit, figures and summary for ``preset`` (a loaded
     :class:`~depthwidth.experiments.presets.Preset`; module docstring); returns the summary dict.
 
     ``fit_options`` are the fit's (validated when constructed, so before any training);
-    ``sweep_kwargs`` go to :func:`~depthwidth.experiments.ray_runner.run_sweep_on`: the local
-    runner (``jobs`` > 1 with ``child_args``: several processes), or Ray with ``ray``.
+    ``executor`` trains the runs without a record (default: an
+    :class:`~depthwidth.experiments.executors.InProcess` with default settings; the CLI's comes
+    from :func:`depthwidth.experiments.cli.sweep_executor`).
 
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
@@ -42,9 +46,10 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
     from depthwidth.experiments import runner
+    from depthwidth.experiments.executors import InProcess
 
     t0 = time.perf_counter()
-    rep = _sweep(preset, results, sweep_kwargs)
+    rep = (executor or InProcess()).run(preset, results)  # step 1: every run has a record, or is reported
     out_root = storage.path(out if out is not None else results)
     groups = runner.group_dirs(preset, results)
     per = {corpus: _fit_and_draw(gdir, out_root if len(groups) == 1 else out_root / storage.path(gdir).name,
@@ -80,14 +85,6 @@ def _stored_paths(summary: dict[str, Any], base: Path) -> dict[str, Any]:
              "groups": {k: rel(v) for k, v in (summary["sweep"].get("groups") or {}).items()}}
     return {**summary, "results": rel(summary["results"]), "out": rel(summary["out"]),
             "files": [rel(f) for f in summary["files"]], "corpora": corpora, "sweep": sweep}
-
-
-def _sweep(preset, results: str | Path, sweep_kwargs: dict[str, Any] | None):
-    """Step 1: every run of the preset has a record (or is reported failed / busy)."""
-    from depthwidth.experiments.ray_runner import run_sweep_on
-
-    kw = dict(sweep_kwargs or {})
-    return run_sweep_on(preset, results, kw.pop("child_args", None), **kw)
 
 
 def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:

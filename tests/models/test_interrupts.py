@@ -230,7 +230,7 @@ def test_a_jobs_child_leaves_the_interrupted_line_to_its_parent(tmp_path, monkey
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("depthwidth.experiments.ray_runner.run_sweep_on", interrupted)
+    monkeypatch.setattr("depthwidth.experiments.executors.InProcess.run", interrupted)
     monkeypatch.setattr("depthwidth.experiments.runner.die_with_parent", lambda pid: None)
     argv = ["sweep", "--preset", "smoke", "--results", str(tmp_path / "r")]
     assert main(argv + ["--parent-pid", str(os.getpid())]) == 130

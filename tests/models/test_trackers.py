@@ -238,8 +238,8 @@ def test_a_tracker_without_its_package_is_one_line_before_any_work(cmd, flag, mo
 def test_no_tracker_flag_imports_no_tracker(engine_env):
     code = ("import sys; from depthwidth.cli import build_parser; "
             "a = build_parser().parse_args(['sweep', '--preset', 'smoke', '--results', 'x']); "
-            "from depthwidth.experiments.cli import sweep_kwargs; kw = sweep_kwargs(a); "
-            "print(kw['trackers'], [m for m in ('wandb', 'tensorboardX') if m in sys.modules])")
+            "from depthwidth.experiments.cli import sweep_executor; ex = sweep_executor(a); "
+            "print(ex.settings.trackers, [m for m in ('wandb', 'tensorboardX') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], env=engine_env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["()", "[]"]

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from depthwidth.cli import main
+from depthwidth.experiments.executors import InProcess, SweepSettings
 from depthwidth.experiments.presets import load_preset
 from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline import reproduce, summary
@@ -194,7 +195,7 @@ def test_reproduce_recovers_a_known_law(tmp_path, monkeypatch):
     f = tmp_path / "known.toml"
     f.write_text(KNOWN)
     s = reproduce(load_preset(f), tmp_path / "res", fit_options=FitOptions(bootstrap=200), figures=False,
-                  sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+                  executor=InProcess(SweepSettings(train_fn=engine, log=lambda m: None)))
     assert s["complete"] and s["sweep"]["finished"] == 2 * 3 * 6 * 2
     assert set(s["corpora"]) == {"tinyshakespeare", "kjv"}
     for corpus, c in s["corpora"].items():
@@ -213,7 +214,7 @@ def test_reproduce_recovers_a_known_law(tmp_path, monkeypatch):
     # cwd, with a relative path, leaves the same bytes as one with the absolute path.
     files = [tmp_path / "res" / "summary.json"] + [tmp_path / "res" / c / "fit.json" for c in s["corpora"]]
     reproduce(load_preset(f), tmp_path / "res", fit_options=FitOptions(bootstrap=200), figures=False,
-              sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+              executor=InProcess(SweepSettings(train_fn=engine, log=lambda m: None)))
     before = [f.read_bytes() for f in files]
     stored = json.loads(before[0])
     assert stored["results"] == "." and stored["files"] == ["summary.json", "summary.md"]
@@ -221,5 +222,5 @@ def test_reproduce_recovers_a_known_law(tmp_path, monkeypatch):
     assert json.loads(before[1])["table"]["results"] == "."
     monkeypatch.chdir(tmp_path)
     reproduce(load_preset(f), "res", fit_options=FitOptions(bootstrap=200), figures=False,
-              sweep_kwargs={"train_fn": engine, "log": lambda m: None})
+              executor=InProcess(SweepSettings(train_fn=engine, log=lambda m: None)))
     assert [f.read_bytes() for f in files] == before
