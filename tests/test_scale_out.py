@@ -280,12 +280,22 @@ def _assert_exclusive(url: str, race: bool = True) -> None:
 
 # ------------------------------------------------------------------------------ Ray, two nodes
 
+# Ray 2.60's switch for token authentication. `ray.init()` of a new local cluster sets it to
+# "token" in os.environ of its process, and it stays there after ray.shutdown(): in a pytest-xdist
+# worker that ran tests/experiments/test_ray_runner.py first, the nodes below inherit it, while
+# engine_env (a copy of os.environ made earlier) lacks it. A driver subprocess given the cluster's
+# address then failed with "Failed to connect to Ray cluster" (the GCS refused it: no token).
+AUTH_MODE = "RAY_AUTH_MODE"
+
 
 @pytest.fixture(scope="module")
 def two_nodes(engine_env, tmp_path_factory):
     """A Ray cluster of two nodes (1 CPU each) on this machine's loopback, ``ray.cluster_utils.Cluster``.
     The nodes get the environment of a `ray start` typed by hand: no corpora directory and no
-    object-store endpoint (the driver's must travel with the tasks), one CPU device."""
+    object-store endpoint (the driver's must travel with the tasks), one CPU device.
+    ``cluster.driver_env``: what a driver subprocess needs besides engine_env to join it (the
+    loopback switch; RAY_AUTH_MODE as the nodes have it, None: absent). The node-removal test
+    removes the second node: it runs last of the tests that use this fixture."""
     ray = pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
@@ -306,6 +316,9 @@ def two_nodes(engine_env, tmp_path_factory):
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
+        # this process's driver (the in-process tests) has the same mode as the nodes; a driver
+        # subprocess must be given it
+        cluster.driver_env = {LOOPBACK_ENV: "0", AUTH_MODE: os.environ.get(AUTH_MODE)}
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -321,83 +334,20 @@ def two_nodes(engine_env, tmp_path_factory):
             signal.signal(s, h)
 
 
-class SpreadAndKill:
-    """train_run, after noting {pid, node, checkpoint steps found} in ``log`` and waiting (up to
-    60 s) until ``together`` calls have started, so that those run at once; the first call
-    anywhere (marker file) SIGKILLs its own worker once its run's first checkpoint is committed
-    in the bucket."""
-
-    def __init__(self, marker: str, log: str, together: int):
-        self.marker, self.log, self.together = marker, log, together
-
-    def __call__(self, cfg, results_dir, **kw):
-        import ray
-
-        from depthwidth import storage as st
-        from depthwidth.models.train import train_run
-
-        ckpt = st.path(f"{results_dir}/runs/{cfg.run_id()}/ckpt")
-        found = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.exists() else []
-        with open(self.log, "a") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                                 "run_id": cfg.run_id(), "ckpt": found}) + "\n")
-        deadline = time.monotonic() + 60
-        while len(Path(self.log).read_text().splitlines()) < self.together and time.monotonic() < deadline:
-            time.sleep(0.05)
-        try:
-            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return train_run(cfg, results_dir, **kw)
-
-        def kill_after_checkpoint():
-            while not (ckpt / "10" / "commit_success.txt").exists():
-                time.sleep(0.01)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        threading.Thread(target=kill_after_checkpoint, daemon=True).start()
-        return train_run(cfg, results_dir, **kw)
-
-
-def test_a_sweep_on_two_nodes_spreads_resumes_a_killed_task_and_needs_no_env_on_the_nodes(
-        two_nodes, gcs_server, tmp_path, monkeypatch):
-    """Two runs at once, one on each node, with results on gs:// (the emulator), the corpora
-    directory and the endpoint known only to the driver; the first run's worker is SIGKILLed
-    after its first checkpoint, and Ray's retry resumes from it."""
-    from depthwidth.experiments import ray_runner
-
-    for k, v in gcs_server.items():
-        monkeypatch.setenv(k, v)
-    two = dataclasses.replace(PRESET, runs=PRESET.runs[:2])
-    results, log = "gs://smoke/ray", tmp_path / "calls.jsonl"
-    lines = []
-    t0 = time.perf_counter()
-    rep = ray_runner.run_ray_sweep(two, results, ray_runner.RayOptions(address=two_nodes.address, max_retries=2),
-                                   train_fn=SpreadAndKill(str(tmp_path / "killed"), str(log), together=2),
-                                   verbose=False, log=lines.append)
-    wall = time.perf_counter() - t0
-    assert sorted(rep.trained) == sorted(r.run_id() for r in two.runs) and not rep.failed, (rep, lines)
-    calls = [json.loads(x) for x in log.read_text().splitlines()]
-    first, retry = calls[:2], calls[2:]
-    assert len({c["node"] for c in first}) == 2  # the two runs ran at once, one on each node
-    assert len(retry) == 1 and retry[0]["ckpt"] and min(retry[0]["ckpt"]) >= 10  # resumed from the bucket
-    # a new process: not the killed worker (Ray may reuse the other run's idle worker for the retry)
-    assert retry[0]["pid"] not in {c["pid"] for c in first if c["run_id"] == retry[0]["run_id"]}
-    fs = _fs("gs", gcs_server)
-    for run in two.runs:
-        rec = json.loads(fs.cat(f"smoke/ray/runs/{run.run_id()}/record.json"))
-        assert rec["status"] == "finished" and rec["steps"] == 40
-        logged = [json.loads(x)["step"] for x in fs.cat(f"smoke/ray/runs/{run.run_id()}/log.jsonl").decode().splitlines()]
-        assert logged == [10, 20, 30, 40]
-    assert not fs.glob("smoke/ray/runs/*/claim.json")
-    print(f"two-node sweep of 2 runs with a kill: {wall:.0f}s")
+def _driver_env(cluster, *envs: dict[str, str]) -> dict[str, str]:
+    """The merged ``envs`` with ``cluster.driver_env`` on top (a None value: the name removed)."""
+    env = {k: v for e in envs for k, v in e.items()}
+    for k, v in cluster.driver_env.items():
+        env.pop(k, None)
+        if v is not None:
+            env[k] = v
+    return env
 
 
 def test_a_group_wider_than_the_cluster_is_one_line_within_seconds(two_nodes, gcs_server, engine_env, tmp_path):
     """STRICT_SPREAD (the default with an address) puts each of K processes on its own node: with
     K = 3 on two nodes Ray would wait for ever; the CLI says so in one line, exit 2."""
-    from depthwidth.experiments.ray_runner import LOOPBACK_ENV
-
-    env = {**engine_env, **gcs_server, LOOPBACK_ENV: "0"}  # a driver on this loopback cluster's node
+    env = _driver_env(two_nodes, engine_env, gcs_server)  # a driver on this loopback cluster's node
     t0 = time.perf_counter()
     p = _dw(["sweep", "--preset", "smoke", "--results", "gs://smoke/wide", "--no-progress", "--ray", two_nodes.address,
              "--ray-hosts-per-run", "3", *SET_ARGS], env, tmp_path, timeout=120)
@@ -406,6 +356,113 @@ def test_a_group_wider_than_the_cluster_is_one_line_within_seconds(two_nodes, gc
     assert p.returncode == 2 and len(lines) == 1, p.stderr[-3000:]
     assert "--ray-hosts-per-run 3 with STRICT_SPREAD needs 3 nodes" in lines[0] and "has 2 alive" in lines[0]
     assert "Traceback" not in p.stderr and wall < 60, wall
+
+
+def _note_call(log: str, cfg, results_dir: str) -> tuple[str, Path]:
+    """Append {pid, node, run_id, checkpoint steps found} of this task to ``log``; (node id, the
+    run's checkpoint directory)."""
+    import ray
+
+    from depthwidth import storage as st
+
+    node = ray.get_runtime_context().get_node_id()
+    ckpt = st.path(f"{results_dir}/runs/{cfg.run_id()}/ckpt")
+    found = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.exists() else []
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"pid": os.getpid(), "node": node, "run_id": cfg.run_id(), "ckpt": found}) + "\n")
+    return node, ckpt
+
+
+class PauseOnTheOtherNode:
+    """train_run, after noting the call in ``log`` (:func:`_note_call`) and waiting (up to 60 s)
+    until ``together`` calls have started, so that those run at once. The first call on a node
+    other than ``head`` trains to its first checkpoint (``stop_after``: the checkpoint is
+    committed when it returns), writes its pid to ``paused`` and waits there, as a run between
+    two checkpoints, for its node to be removed: the removal cannot race the run's end."""
+
+    def __init__(self, head: str, paused: str, log: str, together: int):
+        self.head, self.paused, self.log, self.together = head, paused, log, together
+
+    def __call__(self, cfg, results_dir, **kw):
+        from depthwidth.models.train import train_run
+
+        node, _ = _note_call(self.log, cfg, results_dir)
+        deadline = time.monotonic() + 60
+        while len(Path(self.log).read_text().splitlines()) < self.together and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if node == self.head or os.path.exists(self.paused):
+            return train_run(cfg, results_dir, **kw)
+        assert train_run(cfg, results_dir, stop_after=cfg.train.ckpt_every, **kw) is None
+        Path(self.paused).write_text(str(os.getpid()))
+        time.sleep(300)
+        raise RuntimeError("the node was not removed within 300 s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_node_removed_mid_sweep_its_run_resumes_on_the_other_and_none_trains_twice(
+        two_nodes, gcs_server, tmp_path, monkeypatch):
+    """Two runs at once, one on each node, results on gs:// (the emulator), the corpora directory
+    and the endpoint known only to the driver. The second node is removed
+    (``Cluster.remove_node``: its raylet and processes stop) while its run sits after its first
+    checkpoint: Ray retries the task on the head node, which resumes from that checkpoint in the
+    bucket; the other run is not disturbed. Each run's log holds each step once (no run trained
+    twice from step 0) and no claim is left. Runs last of the ``two_nodes`` tests."""
+    from depthwidth.experiments import ray_runner
+
+    for k, v in gcs_server.items():
+        monkeypatch.setenv(k, v)
+    two = dataclasses.replace(PRESET, runs=PRESET.runs[:2])
+    results, log, paused = "gs://smoke/removed", tmp_path / "calls.jsonl", tmp_path / "paused"
+    head, (other,) = two_nodes.head_node.node_id, list(two_nodes.worker_nodes)
+    removed = []
+
+    def remove_when_paused():
+        deadline = time.monotonic() + 600
+        while not paused.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if paused.exists():
+            two_nodes.remove_node(other)
+            removed.append(int(paused.read_text()))
+
+    remover = threading.Thread(target=remove_when_paused, daemon=True)
+    remover.start()
+    lines = []
+    t0 = time.perf_counter()
+    try:
+        rep = ray_runner.run_ray_sweep(two, results, ray_runner.RayOptions(address=two_nodes.address, max_retries=2),
+                                       train_fn=PauseOnTheOtherNode(head, str(paused), str(log), together=2),
+                                       verbose=False, log=lines.append)
+    finally:
+        remover.join(timeout=60)
+        if removed and _alive(removed[0]):  # Ray left the removed node's worker behind: ours to end
+            os.kill(removed[0], signal.SIGKILL)
+            removed.append("alive")
+    wall = time.perf_counter() - t0
+    assert removed, ("the node was never removed", lines)
+    assert sorted(rep.trained) == sorted(r.run_id() for r in two.runs) and not rep.failed, (rep, lines)
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    first, retry = calls[:2], calls[2:]
+    assert {c["node"] for c in first} == {head, other.node_id}  # one run on each node, at once
+    moved = next(c["run_id"] for c in first if c["node"] == other.node_id)
+    # the removed node's run, once more, on the head node, from the checkpoint in the bucket
+    assert [(c["run_id"], c["node"], c["ckpt"]) for c in retry] == [(moved, head, [10])], calls
+    assert removed[1:] == [], "the removed node's worker outlived it"
+    fs = _fs("gs", gcs_server)
+    for run in two.runs:
+        rec = json.loads(fs.cat(f"smoke/removed/runs/{run.run_id()}/record.json"))
+        assert rec["status"] == "finished" and rec["steps"] == 40
+        logged = [json.loads(x)["step"]
+                  for x in fs.cat(f"smoke/removed/runs/{run.run_id()}/log.jsonl").decode().splitlines()]
+        assert logged == [10, 20, 30, 40]
+    assert not fs.glob("smoke/removed/runs/*/claim.json")
+    print(f"two-node sweep of 2 runs with a node removed: {wall:.0f}s")
 
 
 def test_a_finished_sweep_starts_no_cluster(tmp_path, engine_env):
