@@ -196,18 +196,26 @@ def _connect(ray, opts: RayOptions) -> bool:
 
 # what Ray's errors say when the cluster runs with token authentication and the driver's token
 # is missing or another one (RAY_AUTH_MODE=token; Ray 2.60 turns it on for a `--ray local`
-# cluster, which writes ~/.ray/auth_token)
-_AUTH_WORDS = ("AuthenticationError", "InvalidAuthToken", "UNAUTHENTICATED", "auth token", "authentication")
+# cluster, which writes ~/.ray/auth_token, and for `ray start --head` where that file exists;
+# a driver given an address, not `auto`, turns it on only with RAY_AUTH_MODE=token)
+_AUTH_WORDS = ("InvalidAuthToken", "UNAUTHENTICATED", "AuthenticationError", "auth token", "authentication")
 
 
 def _why_not(e: BaseException) -> str:
-    """The first line of why ``ray.init`` failed; for a refused token, what to do about it."""
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    text = f"{type(e).__name__}: {first}"
-    if any(w.lower() in text.lower() for w in _AUTH_WORDS):
-        return (f"token authentication: {text[:200]}; give this driver the cluster's token: RAY_AUTH_TOKEN, "
-                "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, the file `ray start` used")
-    return first
+    """The first line of why ``ray.init`` failed; for a refused token, what to do about it.
+    The refusal can be in a cause: with an address, Ray 2.60 raises ``ConnectionError("Failed
+    to connect to Ray cluster at ...")`` from the GCS client's ``Unauthenticated`` error."""
+    lines, c = [], e
+    while c is not None and len(lines) < 200:
+        lines += [f"{type(c).__name__}: {x.strip()}" for x in str(c).splitlines() or [""]]
+        c = c.__cause__ or c.__context__
+    for word in _AUTH_WORDS:  # the most specific first
+        for x in lines:
+            if (i := x.lower().find(word.lower())) >= 0:
+                return (f"token authentication: {x[i:i + 160]}; the cluster runs with RAY_AUTH_MODE=token: give "
+                        "this driver RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, "
+                        "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _check_nodes(ray, opts: RayOptions) -> None:
