@@ -413,6 +413,38 @@ def write_if_changed(path: str | Path, data: bytes | str) -> bool:
     return write_atomic(path, raw)
 
 
+# Relative tolerance under which two stored results are the same result: float sums whose order
+# a CPU's SIMD width or a BLAS build chooses differ in the last bit or two (~1e-16), and a
+# committed fit must not change because it was regenerated on another machine.
+SAME_RTOL = 1e-12
+
+
+def same_within(a: Any, b: Any, rtol: float = SAME_RTOL) -> bool:
+    """Whether two parsed JSON values are equal, floats within ``rtol`` (relative; exact at 0):
+    same keys, lengths, strings, booleans and None, numbers within tolerance."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
+        return a == b and type(a) is type(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=0.0)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_within(a[k], b[k], rtol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_within(x, y, rtol) for x, y in zip(a, b))
+    return False
+
+
+def write_json_if_changed(path: str | Path, obj: Any, rtol: float = SAME_RTOL) -> bool:
+    """:func:`write_if_changed` of ``obj`` as :func:`json_text`, also leaving ``path`` alone when
+    it holds the same result up to ``rtol`` (:func:`same_within`): a fit regenerated on another
+    CPU keeps its committed bytes. True when written."""
+    try:
+        if same_within(json.loads(storage.path(path).read_text()), obj, rtol):
+            return False
+    except (OSError, ValueError):  # absent, unreadable or not JSON: write it
+        pass
+    return write_if_changed(path, json_text(obj))
+
+
 def relative_to(path: str | Path, base_dir: str | Path) -> str:
     """``path`` relative to ``base_dir`` (with ``..`` where needed; POSIX separators).
 

@@ -110,3 +110,26 @@ def test_committed_record_id_is_the_id_of_its_recorded_config(path):
     assert {k: d[k] for k in rec} == rec and d["kind"] == "train"
     assert set(d) - set(rec) <= {"kind", "host", "test_loss_chunks", "mfu_devices"}
     assert all(d[k] is None for k in set(d) - set(rec) - {"kind"})
+
+
+def test_a_result_equal_up_to_the_last_bits_keeps_its_bytes(tmp_path):
+    """A committed fit regenerated on another CPU differs in the last bit of a bootstrap
+    covariance (seen: 0.004619489972995642 vs ...641): the file keeps its bytes; a real change,
+    a new key or another string is written."""
+    import json
+
+    from depthwidth.records import same_within, write_json_if_changed
+
+    stored = {"cov": [[0.004619489972995642, -0.0027941848123662822]], "n": 3, "ok": True, "s": "x", "z": None}
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    before = path.read_bytes()
+    moved = {**stored, "cov": [[0.004619489972995641, -0.0027941848123662827]]}
+    assert same_within(stored, moved) and not write_json_if_changed(path, moved)
+    assert path.read_bytes() == before
+    for changed in ({**stored, "cov": [[0.0046194899, -0.0027941848123662822]]}, {**stored, "s": "y"},
+                    {**stored, "ok": 1}, {**stored, "extra": 0}, {**stored, "cov": [[0.004619489972995642]]}):
+        assert not same_within(stored, changed)
+        assert write_json_if_changed(path, changed) and json.loads(path.read_text()) == changed
+        path.write_bytes(before)
+    assert same_within(0.0, 0.0) and not same_within(0.0, 1e-300)

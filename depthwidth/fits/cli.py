@@ -347,7 +347,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     from depthwidth.fits.lawfit import build_fit, stored_fit
     from depthwidth.fits.table import load_table
-    from depthwidth.records import write_json_atomic
+    from depthwidth.records import write_json_if_changed
 
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
@@ -376,7 +376,7 @@ def _fit(args: argparse.Namespace) -> int:
         est = estimator_table(lambda s: table if s is None else load_table(
             args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr), options, fit)
         est_out = estimators_path(str(out))
-        write_json_atomic(est_out, est)
+        write_json_if_changed(est_out, est)
         extra["estimators"], extra["estimators_out"] = est, est_out
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if pred is not None:
@@ -384,7 +384,7 @@ def _fit(args: argparse.Namespace) -> int:
 
         extra["verdicts"] = verdict(pred, fit)
         extra_text += format_verdicts(extra["verdicts"], args.prediction, str(out))
-    write_json_atomic(out, stored_fit(fit, out))
+    write_json_if_changed(out, stored_fit(fit, out))  # the same fit up to the last bits: its bytes kept
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out), **extra}, "\n".join([_fit_text(fit, out), *extra_text]))
     return 0

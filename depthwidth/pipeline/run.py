@@ -22,7 +22,7 @@ from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.options import FitOptions
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
-from depthwidth.records import json_text, relative_to, write_if_changed
+from depthwidth.records import relative_to, write_if_changed, write_json_if_changed
 
 if TYPE_CHECKING:  # the runner is imported when a sweep runs: not by every CLI start (depthwidth.cli)
     from depthwidth.experiments.executors import Executor
@@ -64,8 +64,9 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     # regenerating from finished records leaves the file byte-identical from any directory.
     stored = _stored_paths({**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}},
                            out_root)
-    # Written only when their content changed: a rerun over finished records touches nothing tracked.
-    write_if_changed(out_root / "summary.json", json_text(stored))
+    # Written only when their content changed (floats beyond the last bits another CPU's sums
+    # move: records.SAME_RTOL): a rerun over finished records touches nothing tracked.
+    write_json_if_changed(out_root / "summary.json", stored)
     summary["wall_s"] = time.perf_counter() - t0
     write_if_changed(out_root / "summary.md", summary_markdown(summary))
     return summary
@@ -97,7 +98,7 @@ def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: boo
     try:
         fit = build_fit(load_table(results), **options.kwargs())
         fit_path = str(out_dir / "fit.json")
-        write_if_changed(fit_path, json_text(stored_fit(fit, fit_path)))
+        write_json_if_changed(fit_path, stored_fit(fit, fit_path))
     except UserError as e:  # say so, draw what can be drawn
         fit_error = str(e)
     figs: list[str] = []
