@@ -14,7 +14,6 @@ from depthwidth import records, storage
 from depthwidth.cli import main
 from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
-from depthwidth.experiments import claims
 from depthwidth.models.train import train_run
 
 CFG = RunConfig(
@@ -116,7 +115,7 @@ def test_exclusive_create_and_claims_work_on_a_url():
     assert records.write_atomic("memory://c/a.json", "1", exclusive=True) is True
     assert records.write_atomic("memory://c/a.json", "2", exclusive=True) is False
     assert UPath("memory://c/a.json").read_text() == "1"
-    store = claims.LocalStore("memory://c")
+    store = storage.open_results("memory://c")
     assert store.create_exclusive("runs/x/claim.json", {"token": "t1"}) is True
     assert store.create_exclusive("runs/x/claim.json", {"token": "t2"}) is False
     assert store.read_json("runs/x/claim.json") == {"token": "t1"} and store.enforces_exclusive

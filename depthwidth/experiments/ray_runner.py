@@ -260,7 +260,7 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
     "failed" or "user_error" ("error", one line; "traceback"). Only a dead process (which Ray
     retries) ends it otherwise; KeyboardInterrupt (ray.cancel) releases the claim and re-raises.
     """
-    store = claims.LocalStore(job.results)
+    store = storage.open_results(job.results)
     rel = f"runs/{job.run_id}/record.json"
     if isinstance(rec := store.read_json(rel), dict):
         return {"outcome": "done", "record": rec}
@@ -435,7 +435,7 @@ def _file(job: runner.Job, out: dict[str, Any], sweep: runner.SweepProgress, log
 def _status_line(sweep: runner.SweepProgress, pending: list[runner.Job], slots: int, job: runner.Job,
                  out: dict[str, Any]) -> str:
     """Runs done / running / queued / failed, the finished run's tokens/s, and the ETA."""
-    running = sum(1 for j in pending if claims.LocalStore(j.results).exists(claims.claim_rel(j.run_id)))
+    running = sum(1 for j in pending if storage.open_results(j.results).exists(claims.claim_rel(j.run_id)))
     eta = sweep.eta(slots)
     tps = (out.get("record") or {}).get("tokens_per_s")
     what = {"trained": f"{job.run_id} trained on {out.get('host')}"

@@ -331,7 +331,7 @@ class SweepProgress:
     def __init__(self, preset: Preset, results: str | Path, jobs: list[Job], *, worker: int = 0, num_workers: int = 1,
                  log: Callable[[str], None] = _stderr, label: str = ""):
         self.jobs, self.log, self.t0 = jobs, log, time.perf_counter()
-        self.stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
+        self.stores = {d: storage.open_results(d) for d in {j.results for j in jobs}}
         self.done: dict[str, dict[str, Any]] = {}
         self._busy: dict[str, str] = {}
         self._overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
@@ -456,7 +456,7 @@ class SweepProgress:
 def _recount(preset: Preset, results: str | Path, rep: SweepReport) -> None:
     """Set the report's whole-sweep counts from the records now on disk."""
     jobs = plan(preset, results)
-    stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
+    stores = {d: storage.open_results(d) for d in {j.results for j in jobs}}
     recs = {j.run_id: stores[j.results].read_json(f"runs/{j.run_id}/record.json") for j in jobs}
     recs = {k: v for k, v in recs.items() if isinstance(v, dict)}
     rep.finished, rep.diverged = _counts(recs.values())

@@ -78,14 +78,15 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
     trackers = tracking.require(trackers)
     cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
-    rdir = records.run_dir(results_dir, cfg.run_id())
-    if (rdir / "record.json").exists():
-        return records.read_record(rdir / "record.json")
+    store = storage.open_results(results_dir)
+    rdir = store.run_dir(cfg.run_id())
+    if store.record_path(cfg.run_id()).exists():
+        return records.read_record(store.record_path(cfg.run_id()))
     main = jax.process_index() == 0
     if main and (note := storage.local_checkpoint_note(rdir)) and note not in _NOTED:
         _NOTED.add(note)  # once per process: a sweep trains many runs in one worker
         print(note, file=sys.stderr)
-    prepared, rcfg = _open_data(cfg, rdir, data_dir, main)
+    prepared, rcfg = _open_data(cfg, store, data_dir, main)
     hostcpu.require_fixed_threads()
     engine = build_engine(rcfg, verbose=verbose)
     t = rcfg.train
@@ -95,7 +96,7 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
             state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
-        with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
+        with RunLogger(store, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
                        trackers=trackers, config=cfg.to_dict()) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
             state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at)
@@ -126,16 +127,17 @@ def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
     return cfg
 
 
-def _open_data(cfg: RunConfig, rdir: Path, data_dir: str | Path | None, main: bool) -> tuple[Prepared, RunConfig]:
+def _open_data(cfg: RunConfig, store: storage.ResultsStore, data_dir: str | Path | None,
+               main: bool) -> tuple[Prepared, RunConfig]:
     """Step 1: the prepared data, and the config with its vocabulary; ``config.json`` records both
     (the config as requested, whose id is the run id, and the resolved vocabulary)."""
     prepared = open_prepared(prepared_dir_for(cfg.data, data_dir))
     rcfg = resolve_vocab(cfg, prepared.vocab_size)
     _check_splits(prepared, rcfg.model.seq_len, cfg.data.corpus)
     if main:
-        rdir.mkdir(parents=True, exist_ok=True)
-        records.write_json_atomic(rdir / "config.json", {"run_id": cfg.run_id(), "config": cfg.to_dict(),
-                                                          "vocab_size": rcfg.model.vocab_size})
+        store.run_dir(cfg.run_id()).mkdir(parents=True, exist_ok=True)
+        store.replace(f"{storage.RUNS}/{cfg.run_id()}/{storage.CONFIG}",
+                      {"run_id": cfg.run_id(), "config": cfg.to_dict(), "vocab_size": rcfg.model.vocab_size})
     return prepared, rcfg
 
 
@@ -328,11 +330,13 @@ class RunLogger:
     ``prior_wall_s`` is the training time logged before the restored step (seconds). For a run
     directory on a URL the log is rewritten whole at each window (object stores cannot append)
     and the trackers write to its local mirror (:func:`depthwidth.storage.scratch_dir`).
+    ``store``: the results directory (:func:`depthwidth.storage.open_results`).
     """
 
-    def __init__(self, rdir: Path, run_id: str, *, start: int, total_steps: int, main: bool,
+    def __init__(self, store: storage.ResultsStore, run_id: str, *, start: int, total_steps: int, main: bool,
                  progress: bool, trackers: Sequence[str] = (), config: dict[str, Any] | None = None):
-        path = rdir / "log.jsonl"
+        rdir = store.run_dir(run_id)
+        path = rdir / storage.LOG
         kept = _read_log(path, start) if start > 0 else []
         self.prior_wall_s = kept[-1].get("wall_s", 0.0) if kept else 0.0
         self._fh = self._bar = None
@@ -341,10 +345,9 @@ class RunLogger:
         if not main:
             return
         text = "".join(json.dumps(e) + "\n" for e in kept)
-        path.write_text(text)
-        self._fh = _RewrittenLog(path, text) if storage.is_url(rdir) else open(path, "a")
+        self._fh = store.open_log(f"{storage.RUNS}/{run_id}/{storage.LOG}", text)
         local = storage.scratch_dir(rdir)
-        if trackers and storage.is_url(rdir):
+        if trackers and store.is_url:
             local.mkdir(parents=True, exist_ok=True)
         self._track = tracking.Trackers(trackers, local, run_id, config or {}, history=kept)
         if progress:
@@ -376,22 +379,6 @@ class RunLogger:
         for sink in (self._bar, self._fh, self._track):
             if sink:
                 sink.close()
-
-
-class _RewrittenLog:
-    """A file-like ``log.jsonl`` on a URL: each flush writes the whole text again, in one write."""
-
-    def __init__(self, path, text: str):
-        self._path, self._text = path, text
-
-    def write(self, s: str) -> None:
-        self._text += s
-
-    def flush(self) -> None:
-        self._path.write_text(self._text)
-
-    def close(self) -> None:
-        pass
 
 
 def _read_log(path: Path, upto_step: int) -> list[dict]:
