@@ -119,6 +119,7 @@ def path(p: Any):
                         f"file://{rest} names host {rest.split('/')[0]!r})")
     if ".." in rest.split("/"):
         raise UserError(f"{p}: '..' in a URL is not resolved by object stores; give the location itself")
+    # optional dependency: upath loaded only where used
     from upath import UPath
 
     configure_clients()

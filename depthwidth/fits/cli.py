@@ -13,10 +13,14 @@ import argparse
 import math
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits import projections
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
+from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
+from depthwidth.records import write_json_if_changed
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
 
 
@@ -209,8 +213,6 @@ def _parse_fraction(text: str, name: str) -> float:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from depthwidth.fits import projections as P
-    from depthwidth.fits.law import load_law
 
     law = load_law(args.fit, args.cov)
     vocab = parse_int(args.vocab, name="--vocab", minimum=0)
@@ -231,7 +233,7 @@ def _query(args: argparse.Namespace) -> int:
 
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
-        res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+        res = [projections.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
         rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']),
                  _w(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
                  _ci_text(r["ci"], "optimal_width", _w),
@@ -243,7 +245,7 @@ def _query(args: argparse.Namespace) -> int:
                  "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
         depths = _depths(args.layers)
-        res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
+        res = [projections.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
                 + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
@@ -259,7 +261,7 @@ def _query(args: argparse.Namespace) -> int:
             if not items:
                 raise UserError("--shape is empty")
             shapes = [_parse_shape(s) for s in items]
-        res = [P.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
+        res = [projections.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
         rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", format_count(r["budget"]),
                  f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']), f"{r['depth_ratio']:.2f}",
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
@@ -284,9 +286,10 @@ def _depths(text: str) -> list[float]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from depthwidth import storage
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits import predict as P
-    from depthwidth.fits.law import load_fit_file
+
+    # looked up at call time: tests replace it with monkeypatch
     from depthwidth.records import json_text, write_atomic
 
     fit = load_fit_file(args.fit)
@@ -344,10 +347,11 @@ def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str) -
 
 
 def _fit(args: argparse.Namespace) -> int:
-
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.lawfit import build_fit, stored_fit
+
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
-    from depthwidth.records import write_json_if_changed
 
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
@@ -361,6 +365,7 @@ def _fit(args: argparse.Namespace) -> int:
     form = form_named(args.law_form)
     pred = None
     if args.prediction is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.predict import read_prediction
 
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
@@ -371,6 +376,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.estimators and not fit.get("law"):
         extra_text.append("estimators: the fit has no law, so there is no slope to compare (no table written)")
     elif args.estimators:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.estimators import estimator_table, estimators_path
 
         est = estimator_table(lambda s: table if s is None else load_table(
@@ -380,6 +386,7 @@ def _fit(args: argparse.Namespace) -> int:
         extra["estimators"], extra["estimators_out"] = est, est_out
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if pred is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.predict import verdict
 
         extra["verdicts"] = verdict(pred, fit)
@@ -392,6 +399,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 def format_estimators(est: dict[str, Any]) -> list[str]:
     """Text of :func:`depthwidth.fits.estimators.estimator_table`: one row per estimator."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.transitions import format_fraction
 
     rows = []
@@ -416,6 +424,7 @@ def format_estimators(est: dict[str, Any]) -> list[str]:
 
 
 def _lrscan(args: argparse.Namespace) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.lrscan import load_scan
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
@@ -443,6 +452,7 @@ def _lrscan(args: argparse.Namespace) -> int:
 
 
 def _fit_text(fit: dict[str, Any], out) -> str:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.transitions import format_fraction, format_interval
 
     t = fit["table"]

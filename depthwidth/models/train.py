@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import importlib.metadata
 import json
 import logging
 import math
@@ -33,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import flax
 import jax
 import numpy as np
 import optax
+from flax import nnx
 
+import depthwidth
 from depthwidth import hostcpu, interrupts, records, storage
 from depthwidth.config import MeshConfig, RunConfig, from_dict
 from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
@@ -54,6 +58,7 @@ from depthwidth.models.engine import (
     learning_rate_schedule,
     state_layout,
 )
+from depthwidth.theory import compute
 
 
 def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path | None = None,
@@ -245,6 +250,7 @@ def _out_of_space_is_one_line(rdir: Path):
 
 def _save_checkpoint(ckpt, step: int, state) -> None:
     """Save ``state`` at ``step``; a kill signal waits for the save to complete (interrupts.deferred)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
 
     with interrupts.deferred(), _orbax_quiet():  # a full disk: _train_run's _out_of_space_is_one_line
@@ -256,6 +262,7 @@ def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_i
     a fresh one. A checkpoint that cannot be restored (truncated by a kill or a full disk) is
     deleted, said in one line on stderr, and the next older one tried: the batch at a step is a
     pure function of (seed, step), so resuming from an older step is as exact."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
 
     if resume:
@@ -311,8 +318,6 @@ class _Meter:
 
     @classmethod
     def of(cls, cfg: RunConfig, n_devices: int = 1) -> _Meter:
-        from depthwidth.theory import compute
-
         m, t = cfg.model, cfg.train
         fpt = int(compute.train_flops_per_token(m.n_layer, m.d_model, m.seq_len, vocab_size=m.vocab_size,
                                                 d_ff=m.ff_width))
@@ -351,6 +356,7 @@ class RunLogger:
             local.mkdir(parents=True, exist_ok=True)
         self._track = tracking.Trackers(trackers, local, run_id, config or {}, history=kept)
         if progress:
+            # optional dependency: tqdm loaded only where used
             from tqdm import tqdm
 
             self._bar = tqdm(total=total_steps, initial=start, desc=run_id, unit="step", file=sys.stderr,
@@ -518,12 +524,10 @@ def provenance() -> dict[str, Any]:
 def _versions() -> dict[str, str]:
     """Library versions, this package's first: from a pip install (no git) it is what says
     which code made the record (the installed distribution's version, else ``__version__``)."""
-    import importlib.metadata
 
-    import flax
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint
 
-    import depthwidth
 
     try:
         own = importlib.metadata.version("depthwidth")
@@ -550,8 +554,8 @@ def load_run(run_dir: str | Path):
     Raises UserError when ``run_dir`` has no record, the run is not a finished training run,
     or its weights were not kept.
     """
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
-    from flax import nnx
 
     rdir = storage.path(run_dir)
     rec = records.read_record(rdir / "record.json")

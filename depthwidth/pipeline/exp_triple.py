@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.experiments.presets import load_preset, with_overrides
+from depthwidth.experiments.runner import run_local_jobs
+from depthwidth.fits.triple import analyse
+from depthwidth.paper_figs.triple_fig import draw
+from depthwidth.records import write_json_atomic
+from depthwidth.units import format_count, parse_int
 
 HELP = "equal-weight shapes (2x96, 8x48, 32x24 at CPU scale) vs halving the budget"
 DESCRIPTION = (
@@ -42,8 +49,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
-    from depthwidth.experiments.runner import run_local_jobs
-
     child = ["--preset", args.preset] + [x for o in args.overrides for x in ("--set", o)]
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     log = (lambda line: None) if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -53,13 +58,8 @@ def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from depthwidth.experiments.presets import load_preset, with_overrides
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
-    from depthwidth.fits.triple import analyse
-    from depthwidth.records import write_json_atomic
-    from depthwidth.units import parse_int
 
     n_boot = parse_int(args.bootstrap, name="--bootstrap", minimum=1)
     jobs = parse_int(args.jobs, name="--jobs", minimum=1)  # checked with --no-train too
@@ -77,8 +77,6 @@ def run(args: argparse.Namespace) -> int:
     res["unfinished"] = table.unfinished
     write_json_atomic(Path(args.results) / ANALYSIS_FILE, res)
     if not args.no_figure:
-        from depthwidth.paper_figs.triple_fig import draw
-
         res["figure"] = draw(res, args.out or Path(args.results) / "figures")
     out = {**res, "sweep": sweep}
     emit(args, out, _text(res))
@@ -94,8 +92,6 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def _text(res: dict[str, Any]) -> str:
-    from depthwidth.units import format_count
-
     lines = [f"exp triple ({res['preset']}): N = 12*L*d^2 = {format_count(res['N'])}, {res['steps']} steps, "
              f"paired on seeds {res['seeds']}; test loss in nats/char (mean ± sem over seeds)"]
     for r in res["shapes"]:

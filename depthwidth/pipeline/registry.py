@@ -23,6 +23,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from depthwidth.paper_figs import registry as figures
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -54,7 +56,6 @@ class Kind:
 
     def figures(self) -> tuple[str, ...]:
         """The names of the figures it draws (registered with it as their producer)."""
-        from depthwidth.paper_figs import registry as figures
 
         return figures.names(self.name)
 
@@ -119,7 +120,6 @@ def missing_parts(kind: Kind) -> list[str]:
     ``HELP``, ``DESCRIPTION``, ``add_args`` and ``run``; at least one callable measure; a callable
     fit; at least one registered figure, each resolving to a callable; a results directory. Imports
     every part it names (the registry test runs it on every kind)."""
-    from depthwidth.paper_figs import registry as figures
 
     out = []
     cmd = _resolves(kind.cli)
