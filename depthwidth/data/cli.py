@@ -121,7 +121,6 @@ def _info(args: argparse.Namespace) -> int:
 def _corpus_row(c: Any, data_dir: str | None) -> dict[str, Any]:
     """A known corpus as ``data info`` shows it; the file, when present, is sha256-verified (a
     file that is there but wrong must not read as usable)."""
-
     row = {"name": c.name, "file": c.file, "bytes": c.n_bytes, "sha256": c.sha256, "licence": c.licence,
            "url": c.url, "origin": c.source, "description": c.description}
     try:

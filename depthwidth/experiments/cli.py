@@ -214,7 +214,6 @@ def tracker_args(p: argparse.ArgumentParser) -> None:
 
 def trackers_of(args: argparse.Namespace) -> tuple[str, ...]:
     """The trackers the flags ask for, checked (a missing package is a UserError before any work)."""
-
     return require(n for n in ("tensorboard", "wandb") if getattr(args, n, False))
 
 
@@ -246,7 +245,6 @@ def ray_options(args: argparse.Namespace):
     one place they are read), or None without ``--ray``; UserError for a Ray flag without --ray
     or a malformed value (local-worker options next to --ray: :func:`~depthwidth.experiments.
     executors.executor_for`)."""
-
     extra = [f for f, v in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-cpus-per-run", args.ray_num_cpus_per_run),
                             ("--ray-num-gpus-per-run", args.ray_num_gpus_per_run),
                             ("--ray-resources", args.ray_resources), ("--ray-max-retries", args.ray_max_retries),
@@ -283,7 +281,6 @@ def ray_options(args: argparse.Namespace):
 
 def load(args: argparse.Namespace):
     """The preset of ``--preset`` with the ``--set`` overrides applied."""
-
     return with_overrides(load_preset(args.preset), args.overrides)
 
 
@@ -296,7 +293,6 @@ def require_writable_results(results: str) -> None:
     path under a file, or on a read-only or unwritable directory. Else the sweep announced its
     runs and failed on the first claim file, in two lines (and on a read-only mount the error
     named a missing claim.json). URLs are left to their first write."""
-
     if storage.is_file(results):
         raise UserError(f"--results {results} exists and is not a directory")
     if storage.is_url(results):
@@ -319,7 +315,6 @@ def sweep_executor(args: argparse.Namespace):
     (:func:`sweep_args`) ask for (:func:`~depthwidth.experiments.executors.executor_for`), its
     :class:`~depthwidth.experiments.executors.SweepSettings` from the shared ones. UserError
     (one line) for a malformed or conflicting option or an unwritable local ``--results``."""
-
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
     i = parse_int(args.worker, name="--worker", minimum=0)
     if i >= n:
@@ -343,7 +338,6 @@ def sweep_executor(args: argparse.Namespace):
 
 def download(preset, data_dir: str | None) -> None:
     """Fetch the preset's corpora that have a canonical URL and are missing (``--download``)."""
-
     for name in preset.corpora:
         if name in corpora.CORPORA and corpora.CORPORA[name].url:
             corpora.locate(name, data_dir, download=True)
@@ -414,7 +408,6 @@ def start_sweep(args: argparse.Namespace):
 
 def end_sweep(args: argparse.Namespace, rep) -> int:
     """Print the sweep's report (text or ``--json``); the exit code: 1 if a run failed."""
-
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
 
@@ -468,7 +461,6 @@ def distributed_args(args) -> tuple[str, int, int] | None:
     ``--process-id``, or None when none is given. Raises UserError (one line) unless all three
     are given, HOST:PORT has a host (an IPv6 one in brackets) and a port in 1..65535, N >= 1 and
     0 <= I < N."""
-
     given = {"--coordinator": args.coordinator, "--num-processes": args.num_processes,
              "--process-id": args.process_id}
     if all(v is None for v in given.values()):

@@ -50,7 +50,6 @@ DTYPES = ("float32", "bfloat16")
 def parse_shapes(text: str) -> list[tuple[int, int]]:
     """``"3x1536,12x768"`` -> [(3, 1536), (12, 768)] as (L, d). Raises UserError (one line) on an
     empty list, a malformed item, L or d < 1, or a repeated shape."""
-
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise UserError("--shapes is empty (expected LxD,..., e.g. 3x1536,12x768)")
@@ -69,7 +68,6 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 def heads_for(d_model: int, n_head: str | int) -> int:
     """Heads for width d: ``"auto"`` = d/64 (GPT-2's head size 64, so every shape's heads are
     alike); an int is used for every shape. Raises UserError unless it divides d."""
-
     if str(n_head).strip().lower() == "auto":
         if d_model % HEAD_SIZE:
             raise UserError(f"--n-head auto needs widths divisible by {HEAD_SIZE} (head size), got {d_model}; "
@@ -141,7 +139,6 @@ def select_threads(choice: str) -> int:
     Must run before jax starts its backend (module doc; :func:`device_name` checks afterwards).
     Raises UserError for another choice, or for ``"all"`` in a process already pinned.
     """
-
     if choice not in ("1", "all"):
         raise UserError(f"--threads must be 1 or all, got {choice!r}")
     if choice == "1":
@@ -258,7 +255,6 @@ def measure(results, specs: list[LatencySpec], log: Callable[[str], None] | None
     ``log``: receives one progress line per unit (done/total, the time, an ETA from the FLOPs
     left at the rate so far). Returns ``{"measured": [run ids], "skipped": [run ids]}``.
     """
-
     stored = kinds.done(results, KIND)
     todo = [s for s in specs if kinds.unit_id(KIND, s.to_dict()) not in stored]
     skipped = [kinds.unit_id(KIND, s.to_dict()) for s in specs if s not in todo]

@@ -241,7 +241,6 @@ def pure_params(model) -> dict:
 
 def test_split(cfg, data_dir=None) -> np.ndarray:
     """The run's test split (token ids), from the prepared data its config names."""
-
     return open_prepared(prepared_dir_for(cfg.data, data_dir)).test
 
 

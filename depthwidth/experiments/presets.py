@@ -405,7 +405,6 @@ def with_overrides(preset: Preset, assignments: list[str]) -> Preset:
     """The preset with ``section.field=value`` overrides applied to every run and to the base
     (e.g. ``train.steps=10`` for a quick try). Overriding a grid axis (n_layer, d_model, seed,
     corpus) is refused: edit the grid instead. Raises UserError on a bad assignment."""
-
     grid_fields = {"model.n_layer", "model.d_model", "train.seed", "data.corpus"} | ({"train.lr"} if preset.lrs else set())
     for a in assignments:
         if a.split("=", 1)[0].strip() in grid_fields:

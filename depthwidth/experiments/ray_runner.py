@@ -354,7 +354,6 @@ def _task_kw(data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, An
     """train_run's keyword arguments in every task. The corpora directory is the driver's
     (``data_dir``, else its ``$DEPTHWIDTH_DATA``), absolute: a worker of a standalone cluster
     has the environment of ``ray start``, not of the driver (issue 25)."""
-
     data_dir = data_dir or os.environ.get(DATA_ENV)
     kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
           "progress": False, "verbose": verbose}

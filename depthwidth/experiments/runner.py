@@ -523,7 +523,6 @@ def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
     that polls the parent pid every ``poll_s`` seconds. Raises UserError if the parent is gone
     already (the death signal would never come).
     """
-
     armed = False
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
@@ -556,7 +555,6 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     Returns one merged :class:`SweepReport`; a child that dies is reported in ``failed``.
     Ctrl-C or SIGTERM stops the children too (each releases its claim).
     """
-
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     if jobs > 1:  # a memory:// store is refused for what was asked, before any cap

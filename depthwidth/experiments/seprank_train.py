@@ -94,7 +94,6 @@ def load_chars(corpus: str = "austen", data_dir=None) -> CharText:
     """The corpus (sha256-checked, :func:`depthwidth.data.corpora.locate`) as character ids, split
     by :func:`depthwidth.data.splits.split_ranges` (train, val). Raises UserError when the corpus
     is unknown or missing."""
-
     text = splits.read_text(corpora.locate(corpus, data_dir))
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     uniq, ids = np.unique(codes, return_inverse=True)
@@ -238,7 +237,6 @@ def train(spec: TrainSpec, text: CharText) -> TrainResult:
 def quantise(layers, denominator: int, residual: bool):
     """The trained float weights rounded to multiples of 1/``denominator``, as an exact
     :class:`~depthwidth.theory.seprank.Network` (integers round(w·g), denominator g)."""
-
     ints = [[tuple(np.rint(np.asarray(w) * denominator).astype(np.int64) for w in head) for head in layer]
             for layer in layers]
     return seprank.network_from_arrays(ints, residual=residual, denominator=denominator)
@@ -246,7 +244,6 @@ def quantise(layers, denominator: int, residual: bool):
 
 def float_network(layers, residual: bool):
     """The trained float weights as a (float64) Network, for the float SVD cross-check."""
-
     return seprank.network_from_arrays([[tuple(np.asarray(w, np.float64) for w in h) for h in layer] for layer in layers],
                                        residual=residual)
 
@@ -267,7 +264,6 @@ def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.nda
     float64; an integer one (the random weights: their entries overflow float64 at L = 3)
     evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`), or
     None where that big-integer grid is too large (:func:`depthwidth.theory.seprank.float_rank_of`)."""
-
 
     T = seprank.templates_for(n_templates, d_model, 0)
     part = seprank.balanced_partition(n_positions)
@@ -305,7 +301,6 @@ def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: in
     (a count, None where too large) and ``log3_counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
     ``trained_vs_random`` (:func:`verdict`) and the run's :meth:`TrainResult.summary`. Raises
     UserError on a grid too large (:func:`depthwidth.theory.seprank.grid_matrix`)."""
-
     s = res.spec
     trained = {str(g): seprank.adaptive_rank(quantise(res.layers, g, s.residual), n_positions=n_positions,
                                              max_templates=max_templates).to_dict() for g in denominators}
@@ -353,7 +348,6 @@ def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "aus
                 max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
     """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/trained.json``
     atomically (:func:`depthwidth.records.write_json_atomic`): {"rows", "method", ...}."""
-
 
     if Path(out).exists() and not Path(out).is_dir():  # before the table's training runs, not after
         raise UserError(f"--out {out} exists and is not a directory")

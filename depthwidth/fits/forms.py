@@ -194,7 +194,6 @@ class LawForm:
 def _stats(L, y, sigma, w, resid, pcov, a: float, b: float) -> dict[str, Any]:
     """chi2, chi2_red, weighted and unweighted R², Birge-scaled covariance, stderr, normal 95%
     intervals and depth range of a fitted line (formulas in :mod:`depthwidth.fits.lawfit`)."""
-
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 

@@ -130,7 +130,6 @@ def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``) relative to the file's folder
     (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
-
     table = fit.get("table")
     if not isinstance(table, dict) or not table.get("results"):
         return fit

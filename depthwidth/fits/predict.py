@@ -138,7 +138,6 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
 
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
-
     try:
         d = json.loads(storage.path(path).read_text())
     except FileNotFoundError:

@@ -366,7 +366,6 @@ def bootstrap_widths(data: dict[int, _DepthData], B: int, rng: np.random.Generat
 def format_interval(ci: list | None, open_side: str | None, N_range: list | None) -> str:
     """A point's 95% interval of N* as text, bounds beyond the measured range as '< lo' / '> hi'
     (``ci95_open`` of :class:`TransitionPoint`); '-' without an interval."""
-
     if not ci:
         return "-"
     lo_r, hi_r = (format_count(v) for v in N_range) if N_range else ("range", "range")

@@ -524,7 +524,6 @@ def provenance() -> dict[str, Any]:
 def _versions() -> dict[str, str]:
     """Library versions, this package's first: from a pip install (no git) it is what says
     which code made the record (the installed distribution's version, else ``__version__``)."""
-
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint
 

@@ -247,7 +247,6 @@ _VERDICT_COLORS = {"too deep": "#CC79A7", "near optimal": "#009E73", "too wide":
 def _law_curve(law, budgets) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Optimal depth per budget and, if the law has a covariance, its 95% Monte Carlo interval
     (:func:`depthwidth.fits.projections.query_budget`, the numbers ``depthwidth query`` prints)."""
-
     L, lo, hi = [], [], []
     for B in budgets:
         if law_depth(float(B), law) < 1.0:  # under one layer: query_budget refuses, nothing to draw

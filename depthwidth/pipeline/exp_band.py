@@ -78,7 +78,6 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _preset(args: argparse.Namespace):
     """The preset with its --set overrides (UserError, one line, for a bad one: checked with
     --no-sweep too, so that a typo is not silently ignored)."""
-
     return with_overrides(load_preset(args.preset), args.overrides)
 
 

@@ -62,7 +62,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def _checked(args: argparse.Namespace) -> dict[str, Any]:
     """The flags as numbers; UserError (one line) on bad input. Nothing here starts jax."""
-
     shapes = latency.parse_shapes(args.shapes)
     heads = {d: latency.heads_for(d, args.n_head) for _, d in shapes}
     return {"shapes": shapes, "heads": heads, "seq_len": parse_int(args.seq_len, name="--seq-len"),
@@ -109,7 +108,6 @@ def _refuse_another_machine(results: str, device: str) -> None:
     were measured on other devices only: measuring there would add this machine's records and
     rewrite the committed latency_model.json and figure, so a committed result would change
     because the command ran on another CPU. Any other --results is the caller's to fill."""
-
     if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
         return
     theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, latency.KIND)

@@ -52,14 +52,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def parse_ks(text: str) -> list[int]:
     """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but distinct comma-separated integers
     (a repeated k would measure the same deletions twice)."""
-
     return parse_int_list(text, name="--k", minimum=0, unique=True)  # 0 and too large: check_ks says the range
 
 
 def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any], Path]:
     """(record, run directory) of the model to delete from: ``--run``, or the preset's trained
     (or already stored) run. k is checked against its depth before any training."""
-
     if args.run:
         rdir = Path(args.run)
         if not (rdir / "record.json").is_file():

@@ -39,7 +39,6 @@ DESCRIPTION = (
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """The experiment's flags (strings, validated by :func:`units` before any work)."""
-
     d = SawtoothSpec(3, "deep")
     p.add_argument("--depths", default="3,4,5,6,7,8", help=f"target depths k, comma-separated (1..{MAX_K}; default 3..8)")
     p.add_argument("--archs", default=",".join(ARCHS), help=f"architectures to train (default {','.join(ARCHS)})")
@@ -53,7 +52,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
     """The experiment's units in order, as (kind-id, spec dict, SawtoothSpec or (k, construction)).
     Validates every flag first (UserError, one line), before any work."""
-
     depths = parse_int_list(args.depths, name="--depths")
     for k in depths:
         st.check_depth(k)
@@ -81,7 +79,6 @@ def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
 
 def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any]) -> dict[str, Any]:
     """Train/measure one unit and store its record; returns the record."""
-
     if isinstance(what, tuple):
         k, arch = what
         t0 = time.perf_counter()
@@ -132,7 +129,6 @@ def run(args: argparse.Namespace) -> int:
     """Measure the missing units, summarise the stored records of this run's units, draw the
     figure, print the table (or ``--json``: results, units, ran, wall_s, figures, rows). Exit 0;
     UserError on bad flags (before any work)."""
-
     todo = units(args)
     t0 = time.perf_counter()
     ran = measure(args, todo)

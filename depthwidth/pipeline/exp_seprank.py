@@ -65,7 +65,6 @@ def _log(args: argparse.Namespace, tag: str):
 
 def measure(args: argparse.Namespace) -> list[str]:
     """Step 1 (module doc); returns the names of the tables measured now."""
-
     done = []
     results = Path(args.results)
     if _stored(results / TABLE) is None:
@@ -81,7 +80,6 @@ def measure(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Measure what is missing, summarise, draw, print (``--json``: results, measured, summary,
     figures). UserError (one line) for a refused estimate or a malformed table."""
-
     measured = measure(args)
     results = Path(args.results)
     trained_path = results / TRAINED if (results / TRAINED).is_file() else None

@@ -152,7 +152,6 @@ def cell_configs(preset, cells: list[tuple[int, int]]) -> list[RunConfig]:
 
 def refined_runs_done(preset, table) -> int:
     """Records in the table that belong to no grid point of ``preset`` (refined runs so far)."""
-
     grid = {pin_corpus(r).run_id() for r in preset.runs}  # the ids the sweep recorded them under
     return int(sum(1 for rid in table.runs["run_id"] if rid not in grid))
 
@@ -164,7 +163,6 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
 
     A seed whose run has a record of any status (diverged included) counts as done, so a round
     never waits for a run the runner would skip."""
-
 
     recorded = set(table.runs["run_id"])
     cells = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
@@ -181,7 +179,6 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
 
 def _missing_runs(preset, cells: list[tuple[int, int]], recorded: set[str]) -> list[RunConfig]:
     """The runs of ``cells`` (every seed of ``preset``) whose run id has no record."""
-
     return [r for r in cell_configs(preset, cells) if pin_corpus(r).run_id() not in recorded]
 
 

@@ -56,7 +56,6 @@ class Kind:
 
     def figures(self) -> tuple[str, ...]:
         """The names of the figures it draws (registered with it as their producer)."""
-
         return figures.names(self.name)
 
 
@@ -120,7 +119,6 @@ def missing_parts(kind: Kind) -> list[str]:
     ``HELP``, ``DESCRIPTION``, ``add_args`` and ``run``; at least one callable measure; a callable
     fit; at least one registered figure, each resolving to a callable; a results directory. Imports
     every part it names (the registry test runs it on every kind)."""
-
     out = []
     cmd = _resolves(kind.cli)
     if cmd is None:

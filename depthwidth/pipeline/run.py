@@ -49,7 +49,6 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     files (summary.json, summary.md), wall_s. ``results`` and ``out`` may be URLs
     (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
-
     t0 = time.perf_counter()
     rep = (executor or InProcess()).run(preset, results)  # step 1: every run has a record, or is reported
     out_root = storage.path(out if out is not None else results)

@@ -33,7 +33,6 @@ def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
 
     z = (fitted − paper)/stderr (our stderr: the paper publishes none); None without a law.
     """
-
     pub = levine2020()
     out: dict[str, Any] = {"paper": {"a": pub.a, "b": pub.b, "source": pub.source},
                            "theory_slope": THEORY_SLOPE, "fitted": None, "z_a": None, "z_b": None}
@@ -68,7 +67,6 @@ def _side(p: dict[str, Any]) -> str:
 def pair_rows(fit: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per depth pair the fit examined, sorted by (L_s, L_d), with the published law's
     transition size at the pair's assigned depth (module docstring)."""
-
     pub = levine2020()
     rows = []
     for p in sorted(list(fit.get("points") or []) + list(fit.get("not_fitted") or [])

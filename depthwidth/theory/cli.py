@@ -194,7 +194,6 @@ def _seprank_table(args) -> int:
 def _seprank_measure(args):
     """One measurement (fixed or adaptive M), after its time estimate; progress lines on stderr
     when it may take more than a few seconds."""
-
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import seprank
 

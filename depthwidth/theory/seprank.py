@@ -625,7 +625,6 @@ def write_table(out: str, *, seed: int = 0, max_templates: int = MAX_TEMPLATES, 
     atomically after every row (``complete`` false until the last): {"rows": [...], "method",
     "seed", "max_templates", "n_positions", ...}; returns that dict. Raises UserError when
     ``out`` is a file."""
-
     if os.path.exists(out) and not os.path.isdir(out):  # before minutes of measuring, not after
         raise UserError(f"--out {out} exists and is not a directory")
     doc = {"what": "grid-tensor rank of the analysed self-attention network (theory.seprank)",
