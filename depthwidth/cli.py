@@ -13,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-from depthwidth import __version__, hostcpu, interrupts
+from depthwidth import __version__, hostcpu
 from depthwidth.errors import NO_SPACE_ERRNOS, UserError, chain
 from depthwidth.units import parse_int
 
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "devices", None) is not None:  # before the command can start jax
 
             hostcpu.request_cpu_devices(parse_int(args.devices, name="--devices", minimum=1))
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth import interrupts
 
         with interrupts.sigterm_raises():  # SIGTERM ends any command as Ctrl-C does: one line, exit 130
             rc = args.func(args)

@@ -7,8 +7,7 @@ read and written through :func:`depthwidth.storage.open_results` (the layout's n
 atomic writer :func:`write_atomic`, re-exported here).
 
 Layout of a results directory (shared by every worker; a local or mounted path, or any fsspec
-URL such as ``gs://bucket/dir``; the names and the operations on them are
-:class:`depthwidth.storage.ResultsStore`'s)::
+URL such as ``gs://bucket/dir``: :mod:`depthwidth.storage`)::
 
     RESULTS/runs/<run_id>/record.json   the record below, written once, atomically
     RESULTS/runs/<run_id>/log.jsonl     per-step log (step, loss, lr, grad_norm, tokens_per_s, mfu, wall_s)

@@ -9,8 +9,6 @@ import argparse
 from typing import Any
 
 from depthwidth.console import add_json_flag, emit
-from depthwidth.data import corpora
-from depthwidth.data.splits import parse_split
 from depthwidth.errors import UserError
 from depthwidth.units import parse_int
 
@@ -58,6 +56,9 @@ def _prepare(args: argparse.Namespace) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.data.prepare import prepare_to
 
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.data.splits import parse_split
+
     meta = prepare_to(
         args.out, force=args.force, corpus=args.corpus, text_path=args.text, data_dir=args.data_dir,
         download=args.download, tokenizer=args.tokenizer,
@@ -97,6 +98,9 @@ def _prepared_text(out: Any, meta: dict[str, Any]) -> str:
 
 
 def _info(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.data import corpora
+
     if args.target is None:
         rows = [_corpus_row(c, args.data_dir) for c in corpora.CORPORA.values()]
         text = "\n".join(f"{r['name']:<16} {r['bytes']:>11,} bytes  {r['licence']:<14} {r['status']}" for r in rows)
@@ -121,6 +125,9 @@ def _info(args: argparse.Namespace) -> int:
 def _corpus_row(c: Any, data_dir: str | None) -> dict[str, Any]:
     """A known corpus as ``data info`` shows it; the file, when present, is sha256-verified (a
     file that is there but wrong must not read as usable)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.data import corpora
+
     row = {"name": c.name, "file": c.file, "bytes": c.n_bytes, "sha256": c.sha256, "licence": c.licence,
            "url": c.url, "origin": c.source, "description": c.description}
     try:

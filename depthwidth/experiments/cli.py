@@ -16,19 +16,10 @@ import os
 import sys
 from pathlib import Path
 
-from depthwidth import config as C
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
-from depthwidth.data import corpora
 from depthwidth.errors import UserError
-from depthwidth.experiments import presets
-from depthwidth.experiments.executors import SweepSettings, executor_for
-from depthwidth.experiments.presets import load_preset, with_overrides
-from depthwidth.experiments.ray_runner import RayOptions, parse_env, parse_resources
-from depthwidth.experiments.runner import report_text
 from depthwidth.hostcpu import add_devices_flag
-from depthwidth.models.trackers import require
-from depthwidth.theory.accounting import kaplan_n
 from depthwidth.units import format_count, parse_float, parse_int, parse_int_list
 
 DEFAULT_RESULTS = "results/<preset>"
@@ -214,6 +205,9 @@ def tracker_args(p: argparse.ArgumentParser) -> None:
 
 def trackers_of(args: argparse.Namespace) -> tuple[str, ...]:
     """The trackers the flags ask for, checked (a missing package is a UserError before any work)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.models.trackers import require
+
     return require(n for n in ("tensorboard", "wandb") if getattr(args, n, False))
 
 
@@ -254,6 +248,8 @@ def ray_options(args: argparse.Namespace):
         if extra:
             raise UserError(f"{extra[0]} needs --ray ADDRESS|local")
         return None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.ray_runner import RayOptions, parse_env, parse_resources
 
     def per_run(text, name, default):
         if text is None:
@@ -281,6 +277,9 @@ def ray_options(args: argparse.Namespace):
 
 def load(args: argparse.Namespace):
     """The preset of ``--preset`` with the ``--set`` overrides applied."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.presets import load_preset, with_overrides
+
     return with_overrides(load_preset(args.preset), args.overrides)
 
 
@@ -315,6 +314,9 @@ def sweep_executor(args: argparse.Namespace):
     (:func:`sweep_args`) ask for (:func:`~depthwidth.experiments.executors.executor_for`), its
     :class:`~depthwidth.experiments.executors.SweepSettings` from the shared ones. UserError
     (one line) for a malformed or conflicting option or an unwritable local ``--results``."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.executors import SweepSettings, executor_for
+
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
     i = parse_int(args.worker, name="--worker", minimum=0)
     if i >= n:
@@ -338,12 +340,18 @@ def sweep_executor(args: argparse.Namespace):
 
 def download(preset, data_dir: str | None) -> None:
     """Fetch the preset's corpora that have a canonical URL and are missing (``--download``)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.data import corpora
+
     for name in preset.corpora:
         if name in corpora.CORPORA and corpora.CORPORA[name].url:
             corpora.locate(name, data_dir, download=True)
 
 
 def _presets(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import presets
+
     if args.name is None:
         rows = []
         for name in presets.available():
@@ -364,6 +372,9 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _preset_text(p) -> str:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory.accounting import kaplan_n
+
     lines = [f"{p.name} ({p.path})", p.description]
     if p.notes:
         lines.append(f"notes: {p.notes}")
@@ -395,7 +406,7 @@ def start_sweep(args: argparse.Namespace):
         except (OSError, AttributeError) as e:
             raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
     if getattr(args, "parent_pid", None):
-        # looked up at call time: tests replace it with monkeypatch
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.experiments.runner import die_with_parent
 
         die_with_parent(parse_int(args.parent_pid, name="--parent-pid", minimum=1))
@@ -408,6 +419,9 @@ def start_sweep(args: argparse.Namespace):
 
 def end_sweep(args: argparse.Namespace, rep) -> int:
     """Print the sweep's report (text or ``--json``); the exit code: 1 if a run failed."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.runner import report_text
+
     emit(args, rep.to_dict(), report_text(rep))
     return 0 if not rep.failed else 1
 
@@ -416,9 +430,15 @@ def end_sweep(args: argparse.Namespace, rep) -> int:
 
 
 def _base_config(args):
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth import config as C
+
     if args.preset and args.config:
         raise UserError("give --preset or --config, not both")
     if args.preset:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.experiments.presets import load_preset
+
         cfg = load_preset(args.preset).base
     elif args.config:
         cfg = C.from_dict(C.load_toml(args.config))

@@ -52,7 +52,6 @@ import numpy as np
 
 from depthwidth import hostcpu
 from depthwidth.errors import UserError
-from depthwidth.theory import sawtooth as st
 
 ARCHS = ("deep", "shallow_same", "shallow_exact", "shallow_wide", "deep_wide")
 CONSTRUCTIONS = ("deep_construction", "shallow_construction")
@@ -200,6 +199,9 @@ def measure(layers, k: int, eval_grid: int = EVAL_GRID) -> dict:
     ``layers``: (W, b) pairs of float or Fraction entries. Returns ``pieces`` (exact count),
     ``sup_error`` (exact, as a float), ``sup_error_bound`` (1/2 if pieces < 2^k, else 0),
     ``rms_error`` and ``max_error_grid`` (float64 on eval_grid + 1 points)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory import sawtooth as st
+
     exact = [([[_exact(w) for w in row] for row in np.asarray(W, object)], [_exact(v) for v in np.asarray(b, object)])
              for W, b in layers]
     pieces = st.linear_pieces(exact, 0, 1)
@@ -252,6 +254,9 @@ def n_params(layers) -> int:
 def construction(k: int, arch: str, eval_grid: int = EVAL_GRID) -> dict:
     """The reference rows: the exact construction ``arch`` (:data:`CONSTRUCTIONS`) measured as a
     trained net is (pieces 2^k, sup error 0). Raises UserError on a bad k or arch."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory import sawtooth as st
+
     k = check_depth(k)
     if arch not in CONSTRUCTIONS:
         raise UserError(f"construction must be one of {', '.join(CONSTRUCTIONS)}, got {arch!r}")

@@ -16,7 +16,6 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
-from depthwidth.fits import projections
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
@@ -213,6 +212,8 @@ def _parse_fraction(text: str, name: str) -> float:
 
 
 def _query(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits import projections as P
 
     law = load_law(args.fit, args.cov)
     vocab = parse_int(args.vocab, name="--vocab", minimum=0)
@@ -233,7 +234,7 @@ def _query(args: argparse.Namespace) -> int:
 
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
-        res = [projections.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+        res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
         rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']),
                  _w(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
                  _ci_text(r["ci"], "optimal_width", _w),
@@ -245,7 +246,7 @@ def _query(args: argparse.Namespace) -> int:
                  "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
         depths = _depths(args.layers)
-        res = [projections.query_depth(L, law, vocab=vocab, **mc) for L in depths]
+        res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
                 + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
@@ -261,7 +262,7 @@ def _query(args: argparse.Namespace) -> int:
             if not items:
                 raise UserError("--shape is empty")
             shapes = [_parse_shape(s) for s in items]
-        res = [projections.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
+        res = [P.query_shape(L, d, law, vocab=vocab, tolerance=tolerance, **mc) for L, d in shapes]
         rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", format_count(r["budget"]),
                  f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']), f"{r['depth_ratio']:.2f}",
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth import config as C
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
@@ -31,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth import config as C
+
     try:
         data, model = (parse_int(x, name="--mesh", minimum=0) for x in args.mesh.lower().split("x"))
     except ValueError:

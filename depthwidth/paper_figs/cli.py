@@ -9,7 +9,6 @@ import argparse
 from pathlib import Path
 
 from depthwidth.console import add_json_flag, emit
-from depthwidth.paper_figs.make import render
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +54,9 @@ def _seprank_fig(args: argparse.Namespace) -> int:
 
 
 def _figs(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.paper_figs.make import render
+
     rep = render(args.results, args.fit, args.out)
     lines = [f"wrote {len(rep['figures'])} figures (PNG + PDF) to {rep['out_dir']} in {rep['wall_s']:.1f} s; "
              f"fit: {rep['fit_source']}"]

@@ -17,9 +17,7 @@ from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments.presets import load_preset, with_overrides
 from depthwidth.fits import options
-from depthwidth.paper_figs.band_fig import draw
 from depthwidth.records import json_text, write_if_changed
 from depthwidth.units import format_count, parse_float, parse_int
 
@@ -78,11 +76,14 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _preset(args: argparse.Namespace):
     """The preset with its --set overrides (UserError, one line, for a bad one: checked with
     --no-sweep too, so that a typo is not silently ignored)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.presets import load_preset, with_overrides
+
     return with_overrides(load_preset(args.preset), args.overrides)
 
 
 def _sweep(args: argparse.Namespace, preset) -> dict[str, Any]:
-    # looked up at call time: tests replace it with monkeypatch
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import run_sweep
 
     quiet = args.no_progress
@@ -111,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     write_if_changed(Path(args.results) / ANALYSIS, json_text(result))
     figures: list[str] = []
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.band_fig import draw
+
         figures = draw(result, args.out or str(Path(args.results) / "figures"))
     emit(args, {**result, "sweep": sweep, "analysis": str(Path(args.results) / ANALYSIS), "figures": figures},
          _text(result, sweep, figures))

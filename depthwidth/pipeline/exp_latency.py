@@ -18,10 +18,6 @@ from typing import Any
 from depthwidth import records
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments import kinds, latency
-from depthwidth.experiments.latency import LatencySpec
-from depthwidth.fits import latency as fit
-from depthwidth.paper_figs.latency_fig import draw
 from depthwidth.units import format_count, parse_int
 
 HELP = "forward latency of equal-weight shapes: depth is serial, width is parallel"
@@ -62,6 +58,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def _checked(args: argparse.Namespace) -> dict[str, Any]:
     """The flags as numbers; UserError (one line) on bad input. Nothing here starts jax."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import latency
+
     shapes = latency.parse_shapes(args.shapes)
     heads = {d: latency.heads_for(d, args.n_head) for _, d in shapes}
     return {"shapes": shapes, "heads": heads, "seq_len": parse_int(args.seq_len, name="--seq-len"),
@@ -72,6 +71,9 @@ def _checked(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: str) -> list:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.latency import LatencySpec
+
     heads = (False, True) if args.with_head else (False,)
     return [LatencySpec(n_layer=L, d_model=d, n_head=c["heads"][d], seq_len=c["seq_len"], batch=c["batch"],
                         dtype=args.dtype, with_head=h, vocab_size=c["vocab_size"] if h else 0, threads=threads,
@@ -80,6 +82,12 @@ def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: st
 
 
 def run(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import kinds, latency
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits import latency as fit
+
     c = _checked(args)
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
@@ -96,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
     if args.no_figure:
         figures = []
     else:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.latency_fig import draw
+
         figures = draw(groups, args.out or str(Path(args.results) / "figures"))
     out = {"results": str(args.results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
            "groups": groups, "model_file": str(model_path), "figures": figures}
@@ -108,6 +119,9 @@ def _refuse_another_machine(results: str, device: str) -> None:
     were measured on other devices only: measuring there would add this machine's records and
     rewrite the committed latency_model.json and figure, so a committed result would change
     because the command ran on another CPU. Any other --results is the caller's to fill."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import latency
+
     if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
         return
     theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, latency.KIND)
@@ -118,6 +132,9 @@ def _refuse_another_machine(results: str, device: str) -> None:
 
 
 def _text(out: dict[str, Any]) -> str:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits import latency as fit
+
     lines = [f"exp latency: {out['measured']} unit(s) measured, {out['skipped']} already stored in {out['results']}"]
     for g in out["groups"]:
         r0 = g["rows"][0]

@@ -18,14 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth import hostcpu, records
-from depthwidth.config import override
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments.layerdrop import check_ks, deletions, measure
-from depthwidth.experiments.presets import load_preset
-from depthwidth.experiments.runner import fmt_duration
-from depthwidth.fits.layerdrop import load, summarise
-from depthwidth.paper_figs.layerdrop_fig import draw
 from depthwidth.units import parse_int_list
 
 HELP = "delete k contiguous layers of a trained LM at every offset; compare with MLP width"
@@ -58,6 +52,9 @@ def parse_ks(text: str) -> list[int]:
 def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any], Path]:
     """(record, run directory) of the model to delete from: ``--run``, or the preset's trained
     (or already stored) run. k is checked against its depth before any training."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.layerdrop import check_ks
+
     if args.run:
         rdir = Path(args.run)
         if not (rdir / "record.json").is_file():
@@ -67,6 +64,12 @@ def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any]
             raise UserError(f"--run {rdir}: not a finished training run")
         check_ks(ks, rec["n_layer"])
         return rec, rdir
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.config import override
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.presets import load_preset
+
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import train_run
 
@@ -82,6 +85,8 @@ def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any]
 def _progress(args: argparse.Namespace):
     if args.no_progress:
         return None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.runner import fmt_duration
 
     t0 = time.perf_counter()
 
@@ -104,15 +109,22 @@ def run(args: argparse.Namespace) -> int:
     if args.run is None and Path(args.results).exists() and not Path(args.results).is_dir():
         raise UserError(f"--results {args.results} exists and is not a directory")
     rec, rdir = trained_run(args, ks)
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.layerdrop import check_ks, deletions, measure
 
     L, d = rec["n_layer"], rec["d_model"]
     units = deletions(check_ks(ks, L), L, d, rec["config"]["model"]["d_ff"] or 4 * d, seeds=args.control_seeds)
     n_new = measure(rec, rdir, args.results, units, data_dir=args.data_dir, progress=_progress(args))
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits.layerdrop import load, summarise
 
     summary = summarise(load(args.results), run_id=rec["run_id"])
     out: dict[str, Any] = {"experiment": "layerdrop", "results": str(args.results), "evaluated": n_new,
                            "units": len(units), "summary": summary}
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.layerdrop_fig import draw
+
         paths, out["caption"] = draw(summary, args.out or Path(args.results) / "figures")
         out["figures"] = [str(p) for p in paths]
     emit(args, out, report_text(out))

@@ -17,12 +17,8 @@ from typing import Any
 from depthwidth import hostcpu, records
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments import kinds
 from depthwidth.experiments import sawtooth_train as st
-from depthwidth.experiments.runner import fmt_duration
 from depthwidth.experiments.sawtooth_train import ARCHS, MAX_K, SawtoothSpec
-from depthwidth.fits.sawtooth import summarise, table_text
-from depthwidth.paper_figs.sawtooth_fig import draw
 from depthwidth.units import parse_int, parse_int_list
 
 KIND = "sawtooth"
@@ -52,6 +48,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
     """The experiment's units in order, as (kind-id, spec dict, SawtoothSpec or (k, construction)).
     Validates every flag first (UserError, one line), before any work."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import kinds
+
     depths = parse_int_list(args.depths, name="--depths")
     for k in depths:
         st.check_depth(k)
@@ -79,6 +78,9 @@ def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
 
 def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any]) -> dict[str, Any]:
     """Train/measure one unit and store its record; returns the record."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import kinds
+
     if isinstance(what, tuple):
         k, arch = what
         t0 = time.perf_counter()
@@ -98,6 +100,8 @@ def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any
 
 def _progress(i: int, n: int, rec: dict[str, Any], spent: float, done_here: int) -> None:
     eta = spent / done_here * (n - i) if done_here else None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.runner import fmt_duration
 
     print(f"[sawtooth] {i}/{n} k={rec['k']} {rec['arch']} seed={rec['seed']}: pieces {rec['pieces']}/{2 ** rec['k']}, "
           f"sup error {rec['sup_error']:.4f}, rms {rec['rms_error']:.4f}; ETA {fmt_duration(eta)}",
@@ -106,6 +110,9 @@ def _progress(i: int, n: int, rec: dict[str, Any], spent: float, done_here: int)
 
 def measure(args: argparse.Namespace, todo: list) -> int:
     """Run the units of ``todo`` without a record under ``--results``; returns how many ran."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import kinds
+
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import provenance
 
@@ -129,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
     """Measure the missing units, summarise the stored records of this run's units, draw the
     figure, print the table (or ``--json``: results, units, ran, wall_s, figures, rows). Exit 0;
     UserError on bad flags (before any work)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits.sawtooth import summarise, table_text
+
     todo = units(args)
     t0 = time.perf_counter()
     ran = measure(args, todo)
@@ -137,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
     rows = summarise(recs)
     figs = []
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.sawtooth_fig import draw
+
         figs = draw(recs, args.out or str(Path(args.results) / "figures"))
     doc = {"results": str(args.results), "units": len(todo), "ran": ran, "wall_s": time.perf_counter() - t0,
            "figures": figs, "rows": rows}

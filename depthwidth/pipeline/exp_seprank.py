@@ -20,10 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.console import emit
-from depthwidth.experiments import seprank_train
-from depthwidth.fits.seprank import summarise, summary_text
-from depthwidth.paper_figs import seprank_fig
-from depthwidth.theory import seprank
 
 HELP = "measured separation rank of the analysed attention network (random and trained weights) vs the bounds"
 DESCRIPTION = (
@@ -65,6 +61,9 @@ def _log(args: argparse.Namespace, tag: str):
 
 def measure(args: argparse.Namespace) -> list[str]:
     """Step 1 (module doc); returns the names of the tables measured now."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory import seprank
+
     done = []
     results = Path(args.results)
     if _stored(results / TABLE) is None:
@@ -72,6 +71,9 @@ def measure(args: argparse.Namespace) -> list[str]:
         seprank.write_table(str(results), progress=_log(args, "seprank"))
         done.append(TABLE)
     if args.with_trained and _stored(results / TRAINED) is None:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.experiments import seprank_train
+
         seprank_train.write_table(str(results), data_dir=args.data_dir, progress=_log(args, "seprank-trained"))
         done.append(TRAINED)
     return done
@@ -80,6 +82,12 @@ def measure(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Measure what is missing, summarise, draw, print (``--json``: results, measured, summary,
     figures). UserError (one line) for a refused estimate or a malformed table."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits.seprank import summarise, summary_text
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.paper_figs import seprank_fig
+
     measured = measure(args)
     results = Path(args.results)
     trained_path = results / TRAINED if (results / TRAINED).is_file() else None

@@ -19,10 +19,6 @@ from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments.presets import load_preset, with_overrides
-from depthwidth.experiments.runner import run_local_jobs
-from depthwidth.fits.triple import analyse
-from depthwidth.paper_figs.triple_fig import draw
 from depthwidth.records import write_json_atomic
 from depthwidth.units import format_count, parse_int
 
@@ -49,6 +45,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.runner import run_local_jobs
+
     child = ["--preset", args.preset] + [x for o in args.overrides for x in ("--set", o)]
     child += ["--data-dir", args.data_dir] if args.data_dir else []
     log = (lambda line: None) if args.no_progress else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -58,8 +57,14 @@ def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.presets import load_preset, with_overrides
+
     # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits.triple import analyse
 
     n_boot = parse_int(args.bootstrap, name="--bootstrap", minimum=1)
     jobs = parse_int(args.jobs, name="--jobs", minimum=1)  # checked with --no-train too
@@ -77,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     res["unfinished"] = table.unfinished
     write_json_atomic(Path(args.results) / ANALYSIS_FILE, res)
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.triple_fig import draw
+
         res["figure"] = draw(res, args.out or Path(args.results) / "figures")
     out = {**res, "sweep": sweep}
     emit(args, out, _text(res))

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
-from depthwidth.experiments import runner
-from depthwidth.experiments.executors import InProcess
 from depthwidth.fits.lawfit import build_fit, stored_fit
 from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs import make_all
@@ -49,6 +47,12 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     files (summary.json, summary.md), wall_s. ``results`` and ``out`` may be URLs
     (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments import runner
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.experiments.executors import InProcess
+
     t0 = time.perf_counter()
     rep = (executor or InProcess()).run(preset, results)  # step 1: every run has a record, or is reported
     out_root = storage.path(out if out is not None else results)

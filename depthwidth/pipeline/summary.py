@@ -23,7 +23,6 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.fits.law import levine2020
 from depthwidth.fits.lawfit import THEORY_SLOPE  # ln 3: ln d_x = L ln 3 at the threshold L_th = log3(d_x)
-from depthwidth.fits.projections import transition_params
 from depthwidth.fits.transitions import format_fraction, format_interval
 from depthwidth.units import format_count
 
@@ -67,6 +66,9 @@ def _side(p: dict[str, Any]) -> str:
 def pair_rows(fit: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per depth pair the fit examined, sorted by (L_s, L_d), with the published law's
     transition size at the pair's assigned depth (module docstring)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.fits.projections import transition_params
+
     pub = levine2020()
     rows = []
     for p in sorted(list(fit.get("points") or []) + list(fit.get("not_fitted") or [])

@@ -14,10 +14,6 @@ from pathlib import Path
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
-from depthwidth.theory.accounting import param_counts, shape_family
-from depthwidth.theory.constants import table
-from depthwidth.theory.mlp import mlp_summary
-from depthwidth.theory.sawtooth import sawtooth_summary
 from depthwidth.units import abbreviate, parse_count, parse_exact_count, parse_int, parse_int_list
 
 # M of the adaptive separation-rank measurement's first round (theory.seprank.measure_adaptive's start)
@@ -281,6 +277,9 @@ def _threshold(args) -> int:
 
 
 def _params(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory.accounting import param_counts
+
     r = param_counts(args.layers, args.width, args.heads, args.vocab, args.context, args.tied, args.d_ff)
     rows = [
         ("stack (exact non-embedding)", r["stack_params"]),
@@ -300,6 +299,8 @@ SHAPE_FAR = 0.5
 
 
 def _shapes(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory.accounting import shape_family
 
     multiple = args.multiple_of if args.heads is None else math.lcm(args.multiple_of, args.heads)
     shapes = shape_family(args.budget, args.depths, args.count, multiple)
@@ -401,6 +402,9 @@ def _bounds(args) -> int:
             )
         out["equivalent_widths"] = rows
     if args.constants:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.theory.constants import table
+
         out["constants"] = table()
         lines += [
             f"{r['name']} = {r['value']}{' (reconstructed)' if r['reconstructed'] else ''}"
@@ -417,6 +421,9 @@ def _bounds(args) -> int:
 
 
 def _mlp(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory.mlp import mlp_summary
+
     r = mlp_summary(args.d_in, args.hidden, args.d_out)
     widths = " -> ".join(_n(w) for w in [args.d_in, *args.hidden, args.d_out])
     text = (
@@ -429,6 +436,9 @@ def _mlp(args) -> int:
 
 
 def _sawtooth(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth.theory.sawtooth import sawtooth_summary
+
     r = sawtooth_summary(args.depth)
     how = "counted exactly" if r["counted"] else "2^k (too many to count quickly)"
     text = (
