@@ -13,7 +13,9 @@ import argparse
 import importlib
 import sys
 
+from depthwidth import __version__, hostcpu
 from depthwidth.errors import NO_SPACE_ERRNOS, UserError, chain
+from depthwidth.units import parse_int
 
 # (module, its register function) that contribute subcommands, in help order.
 _COMMANDS = (
@@ -39,7 +41,6 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="depthwidth", description="Depth vs width in self-attention: theory and experiment.")
-    from depthwidth import __version__
 
     parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -57,10 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         if getattr(args, "devices", None) is not None:  # before the command can start jax
-            from depthwidth import hostcpu
-            from depthwidth.units import parse_int
 
             hostcpu.request_cpu_devices(parse_int(args.devices, name="--devices", minimum=1))
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth import interrupts
 
         with interrupts.sigterm_raises():  # SIGTERM ends any command as Ctrl-C does: one line, exit 130

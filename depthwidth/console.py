@@ -21,6 +21,7 @@ def emit(args: argparse.Namespace, obj: Any, text: str | None = None) -> None:
 
 def _json_default(o: Any) -> Any:
     try:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         import numpy as np
 
         if isinstance(o, np.generic):

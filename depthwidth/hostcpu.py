@@ -17,6 +17,7 @@ Import this module before jax starts its backend (the CLI does, ``tests/conftest
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
@@ -37,7 +38,6 @@ def accelerator_expected() -> bool:
     plats = os.environ.get("JAX_PLATFORMS", "").strip().lower()
     if plats:
         return any(p not in ("", "cpu") for p in plats.split(","))
-    import importlib.util
 
     plugins = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin", "libtpu")
     return any(importlib.util.find_spec(m) is not None for m in plugins)
@@ -46,6 +46,7 @@ def accelerator_expected() -> bool:
 def _backend_started() -> bool:
     if "jax" not in sys.modules:
         return False
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from jax._src import xla_bridge
 
     return xla_bridge.backends_are_initialized()
@@ -101,6 +102,7 @@ def require_fixed_threads() -> None:
 
     Call after the backend has started (the train step is about to be built).
     """
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     if jax.devices()[0].platform != "cpu" or not hasattr(os, "sched_getaffinity") or _state.get("pinned"):

@@ -2,8 +2,9 @@
 
 The bottom layer beside :mod:`depthwidth.config`: whatever writes results (the training engine,
 the synthetic sweeps, every other experiment kind) builds a :class:`Record`, and whatever reads
-them (the runner, the results table) reads the JSON dicts this module validates. It also holds
-the one atomic file writer of the package (:func:`write_atomic`).
+them (the runner, the results table) reads the JSON dicts this module validates. Files are
+read and written through :func:`depthwidth.storage.open_results` (the layout's names, the
+atomic writer :func:`write_atomic`, re-exported here).
 
 Layout of a results directory (shared by every worker; a local or mounted path, or any fsspec
 URL such as ``gs://bucket/dir``: :mod:`depthwidth.storage`)::
@@ -73,13 +74,14 @@ import json
 import math
 import os
 import subprocess
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
+from depthwidth.storage import json_text, unique_sibling, write_atomic  # noqa: F401 -- this module's API since before storage had them
+from depthwidth.theory.accounting import param_counts
 
 SCHEMA = 1
 TRAIN = "train"
@@ -306,8 +308,6 @@ class Record:
 def params_of(n_layer: int, d_model: int, *, n_head: int = 1, vocab_size: int = 0, seq_len: int = 0,
               tied_head: bool = True, d_ff: int | None = None) -> dict[str, int]:
     """A record's ``params`` block, exact (:func:`depthwidth.theory.accounting.param_counts`)."""
-    from depthwidth.theory.accounting import param_counts
-
     c = param_counts(n_layer, d_model, n_head=n_head, vocab_size=vocab_size, seq_len=seq_len,
                      tied_head=tied_head, d_ff=d_ff)
     return {"non_embedding": c["stack_params"], "kaplan": c["kaplan_params"],
@@ -320,78 +320,11 @@ def kind_of(rec: dict[str, Any]) -> str:
 
 
 def run_dir(results: str | Path, run_id: str) -> Path:
-    """``results/runs/<run_id>`` (a Path, or a UPath when ``results`` is a URL)."""
-    return storage.path(results) / "runs" / run_id
+    """``results/runs/<run_id>`` (a Path, or a UPath when ``results`` is a URL; :class:`storage.ResultsStore`)."""
+    return storage.open_results(results).run_dir(run_id)
 
 
 # ------------------------------------------------------------------------------ writing
-
-
-def unique_sibling(path: str | Path) -> Path:
-    """A fresh hidden name beside ``path``, for a temporary file or directory.
-
-    Files are then opened by name (mode ``"xb"``), not with tempfile.mkstemp/mkdtemp, which
-    force mode 0600/0700: a file created here gets 0666 & ~umask (0644 under umask 022).
-    """
-    path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
-
-
-def write_atomic(path: str | Path, data: bytes | str, *, exclusive: bool = False) -> bool:
-    """Write ``data`` to ``path`` atomically: a temp file in the same directory (fsynced), then
-    rename over ``path`` (POSIX atomic). With ``exclusive`` the temp file is hard-linked to
-    ``path`` instead, which fails if ``path`` exists: returns False then, and ``path`` never
-    appears half-written. Returns True when written. The parent directory is created if needed.
-
-    On a URL (:mod:`depthwidth.storage`) the object is written whole in one write (atomic on
-    object stores) and ``exclusive`` opens it in mode ``"xb"``, which backends that implement it
-    refuse when the object exists (returns False then).
-
-    Raises OSError from the filesystem (with ``exclusive``, also when it has no hard links;
-    on a URL, NotImplementedError/ValueError when the backend has no exclusive create).
-    """
-    raw = data.encode() if isinstance(data, str) else data
-    if storage.is_url(path):
-        return _write_url(storage.path(path), raw, exclusive)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = unique_sibling(path)
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if not exclusive:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-
-
-def _write_url(path, raw: bytes, exclusive: bool) -> bool:
-    path.parent.mkdir(parents=True, exist_ok=True)  # a no-op on object stores, needed on others
-    if not exclusive:
-        path.write_bytes(raw)
-        return True
-    try:
-        with path.open("xb") as fh:
-            fh.write(raw)
-    except FileExistsError:
-        return False
-    return True
-
-
-def json_text(obj: Any) -> str:
-    """The package's JSON file format: indent 1, sorted keys, no NaN/Infinity, a final newline."""
-    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
 def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) -> bool:
@@ -459,9 +392,9 @@ def relative_to(path: str | Path, base_dir: str | Path) -> str:
 
 def write_record(results: str | Path, rec: Record) -> Path:
     """Write ``rec`` to ``results/runs/<run_id>/record.json`` atomically; return the path."""
-    path = run_dir(results, rec.run_id) / "record.json"
-    write_json_atomic(path, rec.to_dict())
-    return path
+    store = storage.open_results(results)
+    store.write(f"{storage.RUNS}/{rec.run_id}/{storage.RECORD}", json_text(rec.to_dict()))
+    return store.record_path(rec.run_id)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -497,10 +430,10 @@ def iter_records(results: str | Path) -> list[dict[str, Any]]:
     UserError for an empty path (it would read the working directory), a missing one or a file."""
     if not str(results).strip():
         raise UserError("a results directory must be a non-empty path, got ''")
-    root = storage.path(results)
-    if not root.is_dir():
-        raise UserError(f"results directory {'is a file' if root.exists() else 'not found'}: {results}")
-    return [read_record(p) for p in sorted(root.glob("runs/*/record.json"), key=str)]
+    store = storage.open_results(results)
+    if not store.root.is_dir():
+        raise UserError(f"results directory {'is a file' if store.root.exists() else 'not found'}: {results}")
+    return [read_record(p) for p in store.record_paths()]
 
 
 def records_of_kind(results: str | Path, kind: str) -> list[dict[str, Any]]:

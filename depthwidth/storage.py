@@ -1,17 +1,22 @@
 """Where results live: a local path, or any fsspec URL (``gs://``, ``s3://``, ``memory://``, ...).
 
-The bottom layer beside :mod:`depthwidth.records`. Every module that reads or writes a results
-directory turns the user's string into a path with :func:`path`: a local path stays a
-:class:`pathlib.Path` (nothing changes for the default CPU path); a URL becomes a
-:class:`upath.UPath` (universal_pathlib, the pathlib API over fsspec), so the same
-``/``, ``exists``, ``read_text``, ``glob`` and ``open`` work on object storage.
+The bottom layer of the package. A results directory is opened with :func:`open_results`, which
+returns the one object every reader and writer of it goes through (records, claims, logs,
+checkpoints, the results table): :class:`ResultsStore` for a local or mounted path,
+:class:`UrlResultsStore` for a URL. The store knows the directory's layout (:data:`RUNS` and
+the file names below) and the operations whose implementation differs between the two: an
+atomic write, an exclusive create, reading a claim, listing runs, and appending to a log.
+Any other file (a fit, a figure, a summary) is turned into a path with :func:`path`: a local
+path stays a :class:`pathlib.Path`; a URL becomes a :class:`upath.UPath` (universal_pathlib,
+the pathlib API over fsspec), so the same ``/``, ``exists``, ``read_text``, ``glob`` and
+``open`` work on object storage, and :func:`write_atomic` writes it.
 
 Three things an object store does not have, and what this package does instead:
 
 * **Rename.** A record is written with one whole-object write (one PUT on GCS/S3, which is
   atomic: readers see the old object or the new one, never half of it), not temp file + rename.
 * **Append.** ``log.jsonl`` on a URL is rewritten whole at every log window
-  (:class:`depthwidth.models.train.RunLogger`); it is a few kB per run.
+  (:meth:`UrlResultsStore.open_log`); it is a few kB per run.
 * **A POSIX disk for libraries that need one.** Orbax checkpoints go to the run's own ``ckpt/``
   when orbax can write the URL itself (:data:`ORBAX_SCHEMES`: ``gs://``, through etils.epath and
   tensorstore), so a run that resumes on another machine finds them; for ``file://`` they go
@@ -40,10 +45,13 @@ pipeline, and is refused where work would leave the process (:func:`require_shar
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +119,7 @@ def path(p: Any):
                         f"file://{rest} names host {rest.split('/')[0]!r})")
     if ".." in rest.split("/"):
         raise UserError(f"{p}: '..' in a URL is not resolved by object stores; give the location itself")
+    # optional dependency: upath loaded only where used
     from upath import UPath
 
     configure_clients()
@@ -216,3 +225,252 @@ def same_location(a: Any, b: Any) -> bool:
     if is_url(a) or is_url(b):
         return str(a).rstrip("/") == str(b).rstrip("/")
     return Path(a).resolve() == Path(b).resolve()
+
+
+# ------------------------------------------------------------------------------ atomic writes
+
+
+def json_text(obj: Any) -> str:
+    """The package's JSON file format: indent 1, sorted keys, no NaN/Infinity, a final newline."""
+    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def unique_sibling(p: str | Path) -> Path:
+    """A fresh hidden name beside ``p``, for a temporary file or directory.
+
+    Files are then opened by name (mode ``"xb"``), not with tempfile.mkstemp/mkdtemp, which
+    force mode 0600/0700: a file created here gets 0666 & ~umask (0644 under umask 022).
+    """
+    p = Path(p)
+    return p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
+
+
+def write_atomic(p: str | Path, data: bytes | str, *, exclusive: bool = False) -> bool:
+    """Write ``data`` to ``p`` atomically: a temp file in the same directory (fsynced), then
+    rename over ``p`` (POSIX atomic). With ``exclusive`` the temp file is hard-linked to
+    ``p`` instead, which fails if ``p`` exists: returns False then, and ``p`` never
+    appears half-written. Returns True when written. The parent directory is created if needed.
+
+    On a URL the object is written whole in one write (atomic on object stores) and
+    ``exclusive`` opens it in mode ``"xb"``, which backends that implement it refuse when the
+    object exists (returns False then).
+
+    Raises OSError from the filesystem (with ``exclusive``, also when it has no hard links;
+    on a URL, NotImplementedError/ValueError when the backend has no exclusive create).
+    """
+    raw = data.encode() if isinstance(data, str) else data
+    if is_url(p):
+        return _write_url(path(p), raw, exclusive)
+    p = Path(p)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = unique_sibling(p)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if not exclusive:
+            os.replace(tmp, p)
+            return True
+        try:
+            os.link(tmp, p)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _write_url(p, raw: bytes, exclusive: bool) -> bool:
+    p.parent.mkdir(parents=True, exist_ok=True)  # a no-op on object stores, needed on others
+    if not exclusive:
+        p.write_bytes(raw)
+        return True
+    try:
+        with p.open("xb") as fh:
+            fh.write(raw)
+    except FileExistsError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------ the results store
+
+# Layout of a results directory (field by field in depthwidth.records' module doc)
+RUNS = "runs"                # RUNS/<run_id>/ per run
+RECORD = "record.json"       # the result record, written once, atomically
+CONFIG = "config.json"       # {"run_id", "config", "vocab_size"}, written when the run starts
+LOG = "log.jsonl"            # one JSON line per log window
+CLAIM = "claim.json"         # the worker that owns an unfinished run (experiments.claims)
+
+# Errors that say the results directory cannot be written at all (not that it lacks hard links).
+_CANNOT_WRITE = (errno.EROFS, errno.EACCES, errno.ENOTDIR, errno.ENOSPC, errno.EDQUOT)
+
+
+class ResultsStore:
+    """A results directory on a local or mounted filesystem: its layout and the operations on it.
+
+    ``root``: the directory (str or path). Paths it returns are :class:`pathlib.Path`; ``rel``
+    arguments are POSIX paths relative to ``root`` (e.g. ``runs/<run_id>/claim.json``).
+    Writes are atomic (temp file + rename); an exclusive create hard-links a temp file, and on a
+    filesystem without hard links (a gcsfuse mount) falls back to an ``O_EXCL`` create, after
+    which :attr:`enforces_exclusive` is False and a caller must verify by re-reading
+    (:mod:`depthwidth.experiments.claims`). :class:`UrlResultsStore` is the fsspec version.
+    """
+
+    is_url = False
+    enforces_exclusive = True  # False once the filesystem turned out to have no hard links
+
+    def __init__(self, root: Any):
+        self.location = str(root)
+        self.root = path(root)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+    # -- layout
+    def path(self, rel: str):
+        return self.root / rel
+
+    def run_dir(self, run_id: str):
+        """``root/runs/<run_id>``."""
+        return self.root / RUNS / run_id
+
+    def record_path(self, run_id: str):
+        return self.run_dir(run_id) / RECORD
+
+    def record_paths(self) -> list:
+        """Every ``runs/*/record.json`` under the root, sorted by path (an absent root: none)."""
+        return sorted(self.root.glob(f"{RUNS}/*/{RECORD}"), key=str)
+
+    def run_ids(self) -> list[str]:
+        """The names of the run directories under ``runs/`` (finished or not), sorted."""
+        runs = self.root / RUNS
+        return sorted(p.name for p in runs.glob("*") if p.is_dir())
+
+    def checkpoint_dir(self, run_id: str) -> str | Path:
+        """Where orbax keeps this run's checkpoints (:func:`checkpoint_dir`)."""
+        return checkpoint_dir(self.run_dir(run_id))
+
+    # -- files
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).exists()
+
+    def write(self, rel: str, data: bytes | str, *, exclusive: bool = False) -> bool:
+        """:func:`write_atomic` of ``data`` at ``rel``; True when written (False: ``exclusive`` and it exists)."""
+        return write_atomic(self.path(rel), data, exclusive=exclusive)
+
+    def replace(self, rel: str, obj: Any) -> None:
+        """Write ``obj`` as :func:`json_text` at ``rel`` atomically, whatever was there."""
+        self.write(rel, json_text(obj))
+
+    def read_json(self, rel: str) -> Any:
+        """Parsed JSON, None if the file is missing, ``...`` (Ellipsis) if it is unreadable."""
+        try:
+            return json.loads(self.path(rel).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return ...
+
+    def mtime(self, rel: str) -> float | None:
+        """The modification time of ``rel`` (Unix seconds), None when it is missing."""
+        try:
+            return self.path(rel).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def remove(self, rel: str) -> None:
+        """Delete ``rel``; absent: nothing."""
+        try:
+            self.path(rel).unlink()
+        except FileNotFoundError:
+            pass
+
+    def create_exclusive(self, rel: str, obj: Any) -> bool:
+        """Create ``rel`` holding ``obj`` (:func:`json_text`) unless it exists; True if this call created it.
+        Raises OSError when the directory cannot be written at all."""
+        p = self.path(rel)
+        try:
+            return self.write(rel, json_text(obj), exclusive=True)
+        except OSError as e:
+            if e.errno in _CANNOT_WRITE:  # the fallback would fail too, and name a missing claim.json
+                raise
+            # No hard links (e.g. a gcsfuse mount): O_EXCL create, then verify by re-reading.
+            self.enforces_exclusive = False
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json_text(obj))
+            return True
+
+    def open_log(self, rel: str, text: str):
+        """``rel`` (a ``log.jsonl``) holding ``text`` now, open for appending: a file object
+        whose ``write``, ``flush`` and ``close`` the caller uses."""
+        p = self.path(rel)
+        p.write_text(text)
+        return open(p, "a")
+
+
+class UrlResultsStore(ResultsStore):
+    """A results directory at an fsspec URL (``gs://``, ``s3://``, ``memory://``, ``file://``...).
+
+    Paths it returns are :class:`upath.UPath`. What differs from :class:`ResultsStore` (module
+    doc): a write is one whole-object write (no rename); the exclusive create is fsspec's mode
+    ``"xb"`` (a conditional create where the backend implements it), and a backend without it
+    falls back to write-then-verify (:attr:`enforces_exclusive` False); a store that keeps no
+    modification time reports None; a log is rewritten whole at every flush (no append).
+    """
+
+    is_url = True
+
+    def mtime(self, rel: str) -> float | None:
+        try:
+            return super().mtime(rel)
+        except (AttributeError, NotImplementedError, OSError, ValueError):
+            return None  # a store that keeps no modification time: an unreadable claim is stale
+
+    def create_exclusive(self, rel: str, obj: Any) -> bool:
+        try:
+            return self.write(rel, json_text(obj), exclusive=True)
+        except (NotImplementedError, ValueError):  # no "xb" in this backend: verify by re-reading
+            self.enforces_exclusive = False
+            if self.exists(rel):
+                return False
+            self.write(rel, json_text(obj))
+            return True
+
+    def open_log(self, rel: str, text: str):
+        p = self.path(rel)
+        p.write_text(text)
+        return _RewrittenLog(p, text)
+
+
+class _RewrittenLog:
+    """A file-like ``log.jsonl`` on a URL: each flush writes the whole text again, in one write."""
+
+    def __init__(self, p, text: str):
+        self._path, self._text = p, text
+
+    def write(self, s: str) -> None:
+        self._text += s
+
+    def flush(self) -> None:
+        self._path.write_text(self._text)
+
+    def close(self) -> None:
+        pass
+
+
+def open_results(root: Any) -> ResultsStore:
+    """The store of the results directory ``root``: :class:`UrlResultsStore` for a URL
+    (``scheme://...``), else :class:`ResultsStore`. Raises UserError as :func:`path` does
+    (a URL whose fsspec backend is missing, ...). Nothing is created."""
+    if isinstance(root, ResultsStore):
+        return root
+    return UrlResultsStore(root) if is_url(root) else ResultsStore(root)

@@ -84,8 +84,6 @@ def abbreviate(x: object, digits: int = WHOLE_DIGITS) -> str:
 def parse_float(text: str | float, *, name: str = "value", above: float = 0.0, what: str = "") -> float:
     """Parse a plain finite number that must exceed ``above``; UserError (one line) otherwise.
     ``what`` names the kind of number in the error (e.g. "a factor")."""
-    import math
-
     try:
         v = float(text)
     except (TypeError, ValueError):

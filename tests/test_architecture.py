@@ -1,9 +1,12 @@
 """The package's shape (ARCHITECTURE.md): imports point down the data flow, with no cycle between
 subpackages (function-level imports included), and functions stay short.
 
-Read from the source with ``ast``; nothing is imported."""
+Read from the source with ``ast``; nothing is imported, except by the start-up test, which
+imports the CLI in a fresh interpreter."""
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -145,3 +148,16 @@ def test_no_function_over_100_lines():
 def test_the_orchestrating_functions_are_short(name):
     (n,) = [n for where, n in _functions() if n.name == name]
     assert n.end_lineno - n.lineno + 1 <= STEPS_MAX_LINES
+
+
+# Loaded inside the functions that need them, never at import (ARCHITECTURE.md, "Start-up"):
+# building the parser (every command's --help, and `query`) must not pay for them.
+HEAVY_AT_IMPORT = ("jax", "flax", "optax", "orbax", "matplotlib", "ray", "scipy", "pandas", "sympy")
+
+
+def test_building_the_parser_imports_nothing_heavy():
+    code = ("import sys; import depthwidth.cli as c; c.build_parser(); "
+            f"print(' '.join(m for m in {HEAVY_AT_IMPORT!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PKG.parent)
+    assert out.stdout.split() == [], f"imported when the parser is built: {out.stdout.strip()}"

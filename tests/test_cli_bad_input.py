@@ -168,12 +168,12 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     # Issue 24: the no-hard-links fallback hid EROFS behind ENOENT for the claim file.
     import errno
 
-    from depthwidth.experiments import claims
+    from depthwidth import storage
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "runs"))
 
-    monkeypatch.setattr(claims, "write_json_atomic", read_only)
+    monkeypatch.setattr(storage, "write_atomic", read_only)
     with pytest.raises(OSError) as e:
-        claims.LocalStore(tmp_path).create_exclusive("runs/x/claim.json", {})
+        storage.open_results(tmp_path).create_exclusive("runs/x/claim.json", {})
     assert e.value.errno == errno.EROFS

@@ -257,7 +257,7 @@ def _assert_exclusive(url: str, race: bool = True) -> None:
     fallback; with ``race``, of 8 workers racing for one run exactly one gets it."""
     from depthwidth.experiments import claims
 
-    store = claims.LocalStore(url)
+    store = storage.open_results(url)
     assert store.create_exclusive("runs/a/claim.json", {"n": 1})
     assert not store.create_exclusive("runs/a/claim.json", {"n": 2})
     assert store.read_json("runs/a/claim.json") == {"n": 1} and store.enforces_exclusive
@@ -267,7 +267,7 @@ def _assert_exclusive(url: str, race: bool = True) -> None:
 
     def worker(i):
         barrier.wait()
-        claim, _ = claims.try_claim(claims.LocalStore(url), "race", worker=i, num_workers=8, stale_after_s=600,
+        claim, _ = claims.try_claim(storage.open_results(url), "race", worker=i, num_workers=8, stale_after_s=600,
                                     settle_s=0.0)
         if claim is not None:
             won.append(i)

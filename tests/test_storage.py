@@ -14,7 +14,6 @@ from depthwidth import records, storage
 from depthwidth.cli import main
 from depthwidth.config import DataConfig, MeshConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
-from depthwidth.experiments import claims
 from depthwidth.models.train import train_run
 
 CFG = RunConfig(
@@ -116,7 +115,7 @@ def test_exclusive_create_and_claims_work_on_a_url():
     assert records.write_atomic("memory://c/a.json", "1", exclusive=True) is True
     assert records.write_atomic("memory://c/a.json", "2", exclusive=True) is False
     assert UPath("memory://c/a.json").read_text() == "1"
-    store = claims.LocalStore("memory://c")
+    store = storage.open_results("memory://c")
     assert store.create_exclusive("runs/x/claim.json", {"token": "t1"}) is True
     assert store.create_exclusive("runs/x/claim.json", {"token": "t2"}) is False
     assert store.read_json("runs/x/claim.json") == {"token": "t1"} and store.enforces_exclusive
@@ -125,6 +124,28 @@ def test_exclusive_create_and_claims_work_on_a_url():
     store.remove("runs/x/claim.json")
     store.remove("runs/x/claim.json")  # already gone: nothing
     assert store.read_json("runs/x/claim.json") is None and not store.exists("runs/x/claim.json")
+
+
+@pytest.mark.parametrize("where", ["local", "memory://store-layout"])
+def test_the_results_store_has_one_layout_and_the_same_behaviour_on_both_backends(tmp_path, where):
+    """open_results: the layout (runs/<id>/record.json, ...), the run listing, and a log that is
+    appended to locally and rewritten whole on a URL read back the same bytes."""
+    root = tmp_path / "r" if where == "local" else where
+    store = storage.open_results(root)
+    assert isinstance(store, storage.UrlResultsStore if where != "local" else storage.ResultsStore)
+    assert storage.open_results(store) is store
+    assert str(store.record_path("a")) == str(records.run_dir(root, "a") / storage.RECORD)
+    rec = records.Record(run_id="a", status="done", config={}, kind="toy", finished_at="t")
+    assert str(records.write_record(root, rec)) == str(store.record_path("a"))
+    assert store.path(f"{storage.RUNS}/a/{storage.RECORD}").read_text() == storage.json_text(rec.to_dict())
+    store.run_dir("b").mkdir(parents=True, exist_ok=True)
+    store.replace(f"{storage.RUNS}/b/{storage.CONFIG}", {"run_id": "b"})
+    assert store.run_ids() == ["a", "b"] and [str(p) for p in store.record_paths()] == [str(store.record_path("a"))]
+    log = store.open_log(f"{storage.RUNS}/b/{storage.LOG}", '{"step": 1}\n')
+    log.write('{"step": 2}\n')
+    log.flush()
+    log.close()
+    assert store.path(f"{storage.RUNS}/b/{storage.LOG}").read_text() == '{"step": 1}\n{"step": 2}\n'
 
 
 def test_urls_are_normalised_or_refused_when_they_are_ambiguous(tmp_path):

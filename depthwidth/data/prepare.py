@@ -59,6 +59,7 @@ def prepare(text: str, out: str | Path, *, tokenizer: str = "bpe", vocab_size: i
     Files are written one by one via temp file + rename, meta.json last, so a directory
     without meta.json is incomplete. Raises UserError on bad arguments.
     """
+    # optional dependency: tokenizers loaded only where used
     import tokenizers
 
     fractions = parse_split(split)

@@ -106,6 +106,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 
 def _open_ours(p: Path) -> Prepared:
+    # optional dependency: tokenizers loaded only where used
     from tokenizers import Tokenizer
 
     meta = _load_json(p / "meta.json")

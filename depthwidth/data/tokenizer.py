@@ -29,6 +29,7 @@ def train_bpe(train_text: str, vocab_size: int):
     decodes back exactly. The vocabulary is smaller than ``vocab_size`` only if the text runs
     out of pairs to merge. Raises UserError unless 256 < vocab_size <= 65536 (uint16 ids).
     """
+    # optional dependency: tokenizers loaded only where used
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     if not 256 < vocab_size <= MAX_VOCAB:
@@ -51,6 +52,7 @@ def build_char(text: str):
     vocabulary; the ``Fuse`` decoder joins them back. Raises UserError if there are more than
     65536 distinct characters (uint16 ids).
     """
+    # optional dependency: tokenizers loaded only where used
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
     chars = sorted(set(text))

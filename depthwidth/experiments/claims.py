@@ -1,9 +1,12 @@
 """Claim files: which worker owns an unfinished run, so no two workers train the same config.
 
-``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.records`)::
+``RESULTS/runs/<run_id>/claim.json`` (layout in :mod:`depthwidth.storage`)::
 
     run_id, token (uuid4 of this claim), worker, num_workers, host, boot_id, pid,
     claimed_at, heartbeat_at (Unix seconds), heartbeat_iso
+
+Every operation on the file goes through the results directory's store
+(:func:`depthwidth.storage.open_results`: ``store`` below), local or fsspec.
 
 Protocol
 --------
@@ -32,8 +35,6 @@ record atomically.
 from __future__ import annotations
 
 import datetime as _dt
-import errno
-import json
 import os
 import socket
 import threading
@@ -45,90 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth import storage
-from depthwidth.records import json_text, write_json_atomic
+from depthwidth.storage import ResultsStore
 
-CLAIM_FILE = "claim.json"
+CLAIM_FILE = storage.CLAIM
 # Tokens of the claims this process holds now: with several workers in one process (threads,
 # tests) a claim carrying our own pid is stale only if it is not one of these.
 _HELD: set[str] = set()
-
-
-class LocalStore:
-    """The claim files under a results directory: a local or mounted path, or a URL
-    (:mod:`depthwidth.storage`). On a URL the exclusive create is fsspec's mode ``"xb"``
-    (a conditional create where the backend implements it); a backend without it falls back
-    to write-then-verify as on a filesystem without hard links."""
-
-    enforces_exclusive = True  # False once the filesystem turned out to have no hard links
-
-    def __init__(self, root: str | Path):
-        self.root = storage.path(root)
-        self._url = storage.is_url(root)
-
-    def path(self, rel: str) -> Path:
-        return self.root / rel
-
-    def exists(self, rel: str) -> bool:
-        return self.path(rel).exists()
-
-    def read_json(self, rel: str) -> Any:
-        """Parsed JSON, None if the file is missing, ``...`` (Ellipsis) if it is unreadable."""
-        try:
-            return json.loads(self.path(rel).read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return ...
-
-    def mtime(self, rel: str) -> float | None:
-        try:
-            return self.path(rel).stat().st_mtime
-        except FileNotFoundError:
-            return None
-        except (AttributeError, NotImplementedError, OSError, ValueError):
-            if not self._url:
-                raise
-            return None  # a store that keeps no modification time: an unreadable claim is stale
-
-    def create_exclusive(self, rel: str, obj: Any) -> bool:
-        """Create ``rel`` with ``obj`` unless it exists; True if this call created it."""
-        p = self.path(rel)
-        if self._url:
-            try:
-                return write_json_atomic(p, obj, exclusive=True)
-            except (NotImplementedError, ValueError):  # no "xb" in this backend: verify by re-reading
-                self.enforces_exclusive = False
-                if p.exists():
-                    return False
-                write_json_atomic(p, obj)
-                return True
-        try:
-            return write_json_atomic(p, obj, exclusive=True)
-        except OSError as e:
-            if e.errno in _CANNOT_WRITE:  # the fallback would fail too, and name a missing claim.json
-                raise
-            # No hard links (e.g. a gcsfuse mount): O_EXCL create, then verify by re-reading.
-            self.enforces_exclusive = False
-            try:
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json_text(obj))
-            return True
-
-    def replace(self, rel: str, obj: Any) -> None:
-        write_json_atomic(self.path(rel), obj)
-
-    def remove(self, rel: str) -> None:
-        try:
-            self.path(rel).unlink()
-        except FileNotFoundError:
-            pass
-
-
-# Errors that say the results directory cannot be written at all (not that it lacks hard links).
-_CANNOT_WRITE = (errno.EROFS, errno.EACCES, errno.ENOTDIR, errno.ENOSPC, errno.EDQUOT)
 
 
 def boot_id() -> str:
@@ -182,7 +105,8 @@ def new_claim(run_id: str, worker: int, num_workers: int, now: float | None = No
 
 
 def claim_rel(run_id: str) -> str:
-    return f"runs/{run_id}/{CLAIM_FILE}"
+    """The claim file of ``run_id``, relative to the results directory."""
+    return f"{storage.RUNS}/{run_id}/{CLAIM_FILE}"
 
 
 def is_stale(old: Any, *, now: float, stale_after_s: float, mtime: float | None) -> tuple[bool, str]:
@@ -206,7 +130,7 @@ def is_stale(old: Any, *, now: float, stale_after_s: float, mtime: float | None)
     return False, f"held by worker {old.get('worker')} on {old.get('host')} (pid {pid}), heartbeat {age:.0f}s ago"
 
 
-def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_s: float,
+def try_claim(store: ResultsStore, run_id: str, *, worker: int, num_workers: int, stale_after_s: float,
               settle_s: float = 1.0, log: Callable[[str], None] | None = None,
               token: str | None = None) -> tuple[Claim | None, str]:
     """Claim ``run_id`` for this process. Returns (claim, "") or (None, why not).
@@ -242,7 +166,7 @@ def try_claim(store, run_id: str, *, worker: int, num_workers: int, stale_after_
     return None, "claim file appeared and vanished repeatedly"
 
 
-def _verify(store, rel: str, claim: Claim, settle_s: float) -> tuple[Claim | None, str]:
+def _verify(store: ResultsStore, rel: str, claim: Claim, settle_s: float) -> tuple[Claim | None, str]:
     time.sleep(settle_s)
     cur = store.read_json(rel)
     if isinstance(cur, dict) and cur.get("token") == claim.token:
@@ -251,12 +175,12 @@ def _verify(store, rel: str, claim: Claim, settle_s: float) -> tuple[Claim | Non
     return None, "another worker claimed it at the same time"
 
 
-def still_ours(store, claim: Claim) -> bool:
+def still_ours(store: ResultsStore, claim: Claim) -> bool:
     cur = store.read_json(claim_rel(claim.run_id))
     return isinstance(cur, dict) and cur.get("token") == claim.token
 
 
-def release(store, claim: Claim) -> None:
+def release(store: ResultsStore, claim: Claim) -> None:
     """Delete the claim file if it is still ours."""
     if still_ours(store, claim):
         store.remove(claim_rel(claim.run_id))
@@ -271,7 +195,7 @@ class Heartbeat:
     holding our token (another worker took the run over) it logs that once and stops beating.
     """
 
-    def __init__(self, store, claim: Claim, interval_s: float, log: Callable[[str], None] | None = None):
+    def __init__(self, store: ResultsStore, claim: Claim, interval_s: float, log: Callable[[str], None] | None = None):
         self.store, self.claim, self.interval_s, self.log = store, claim, interval_s, log
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{claim.run_id}", daemon=True)

@@ -12,6 +12,7 @@ steps here (:func:`start_sweep`, :func:`end_sweep`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
-from depthwidth.units import parse_float
+from depthwidth.units import format_count, parse_float, parse_int, parse_int_list
 
 DEFAULT_RESULTS = "results/<preset>"
 
@@ -36,7 +37,6 @@ def default_results(preset_name: str) -> str:
     root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
     committed = root / "results" / preset_name
     if (root / "pyproject.toml").is_file() and committed.is_dir():
-        import os
 
         rel = os.path.relpath(committed)  # from the checkout: "results/cpu", as the summary stores it
         return rel if not rel.startswith("..") else str(committed)
@@ -78,8 +78,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_seprank_trained(sub: argparse._SubParsersAction) -> None:
-    from depthwidth.units import parse_int
-
     def num(name, minimum=1):
         return lambda t: parse_int(t, name=name, minimum=minimum)
 
@@ -105,6 +103,7 @@ def _register_seprank_trained(sub: argparse._SubParsersAction) -> None:
 
 
 def _seprank_trained(args: argparse.Namespace) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.experiments import seprank_train as st
 
     if args.table:
@@ -206,6 +205,7 @@ def tracker_args(p: argparse.ArgumentParser) -> None:
 
 def trackers_of(args: argparse.Namespace) -> tuple[str, ...]:
     """The trackers the flags ask for, checked (a missing package is a UserError before any work)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.models.trackers import require
 
     return require(n for n in ("tensorboard", "wandb") if getattr(args, n, False))
@@ -239,8 +239,6 @@ def ray_options(args: argparse.Namespace):
     one place they are read), or None without ``--ray``; UserError for a Ray flag without --ray
     or a malformed value (local-worker options next to --ray: :func:`~depthwidth.experiments.
     executors.executor_for`)."""
-    from depthwidth.units import parse_int
-
     extra = [f for f, v in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-cpus-per-run", args.ray_num_cpus_per_run),
                             ("--ray-num-gpus-per-run", args.ray_num_gpus_per_run),
                             ("--ray-resources", args.ray_resources), ("--ray-max-retries", args.ray_max_retries),
@@ -250,6 +248,7 @@ def ray_options(args: argparse.Namespace):
         if extra:
             raise UserError(f"{extra[0]} needs --ray ADDRESS|local")
         return None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.ray_runner import RayOptions, parse_env, parse_resources
 
     def per_run(text, name, default):
@@ -278,6 +277,7 @@ def ray_options(args: argparse.Namespace):
 
 def load(args: argparse.Namespace):
     """The preset of ``--preset`` with the ``--set`` overrides applied."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.presets import load_preset, with_overrides
 
     return with_overrides(load_preset(args.preset), args.overrides)
@@ -292,8 +292,6 @@ def require_writable_results(results: str) -> None:
     path under a file, or on a read-only or unwritable directory. Else the sweep announced its
     runs and failed on the first claim file, in two lines (and on a read-only mount the error
     named a missing claim.json). URLs are left to their first write."""
-    import os
-
     if storage.is_file(results):
         raise UserError(f"--results {results} exists and is not a directory")
     if storage.is_url(results):
@@ -316,8 +314,8 @@ def sweep_executor(args: argparse.Namespace):
     (:func:`sweep_args`) ask for (:func:`~depthwidth.experiments.executors.executor_for`), its
     :class:`~depthwidth.experiments.executors.SweepSettings` from the shared ones. UserError
     (one line) for a malformed or conflicting option or an unwritable local ``--results``."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.executors import SweepSettings, executor_for
-    from depthwidth.units import parse_int
 
     n = parse_int(args.num_workers, name="--num-workers", minimum=1)
     i = parse_int(args.worker, name="--worker", minimum=0)
@@ -342,6 +340,7 @@ def sweep_executor(args: argparse.Namespace):
 
 def download(preset, data_dir: str | None) -> None:
     """Fetch the preset's corpora that have a canonical URL and are missing (``--download``)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.data import corpora
 
     for name in preset.corpora:
@@ -350,6 +349,7 @@ def download(preset, data_dir: str | None) -> None:
 
 
 def _presets(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import presets
 
     if args.name is None:
@@ -372,8 +372,8 @@ def _presets(args: argparse.Namespace) -> int:
 
 
 def _preset_text(p) -> str:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory.accounting import kaplan_n
-    from depthwidth.units import format_count
 
     lines = [f"{p.name} ({p.path})", p.description]
     if p.notes:
@@ -399,17 +399,15 @@ def start_sweep(args: argparse.Namespace):
     load the preset with its ``--set`` overrides, build the executor (:func:`sweep_executor`)
     and ``--download``. Returns (preset, executor)."""
     if args.cpus:
-        import os
 
-        from depthwidth.units import parse_int_list
 
         try:
             os.sched_setaffinity(0, set(parse_int_list(args.cpus, name="--cpus", minimum=0)))
         except (OSError, AttributeError) as e:
             raise UserError(f"--cpus {args.cpus}: cannot pin to these cores ({e})") from None
     if getattr(args, "parent_pid", None):
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.experiments.runner import die_with_parent
-        from depthwidth.units import parse_int
 
         die_with_parent(parse_int(args.parent_pid, name="--parent-pid", minimum=1))
     preset = load(args)
@@ -421,6 +419,7 @@ def start_sweep(args: argparse.Namespace):
 
 def end_sweep(args: argparse.Namespace, rep) -> int:
     """Print the sweep's report (text or ``--json``); the exit code: 1 if a run failed."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import report_text
 
     emit(args, rep.to_dict(), report_text(rep))
@@ -431,11 +430,13 @@ def end_sweep(args: argparse.Namespace, rep) -> int:
 
 
 def _base_config(args):
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth import config as C
 
     if args.preset and args.config:
         raise UserError("give --preset or --config, not both")
     if args.preset:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.experiments.presets import load_preset
 
         cfg = load_preset(args.preset).base
@@ -452,6 +453,7 @@ def _train(args) -> int:
     if storage.is_file(args.out):  # as sweep --results: before any work
         raise UserError(f"--out {args.out} exists and is not a directory")
     if args.distributed or cluster:
+        # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
         from depthwidth.models.sharding import initialize_distributed
 
         try:
@@ -459,6 +461,7 @@ def _train(args) -> int:
         except UserError as e:
             hint = "" if cluster else " (jax found no cluster here; give --coordinator, --num-processes, --process-id)"
             raise UserError(f"{e}{hint}") from None
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import train_run
 
     rec = train_run(cfg, args.out, data_dir=args.data_dir, resume=not args.no_resume,
@@ -478,8 +481,6 @@ def distributed_args(args) -> tuple[str, int, int] | None:
     ``--process-id``, or None when none is given. Raises UserError (one line) unless all three
     are given, HOST:PORT has a host (an IPv6 one in brackets) and a port in 1..65535, N >= 1 and
     0 <= I < N."""
-    from depthwidth.units import parse_int
-
     given = {"--coordinator": args.coordinator, "--num-processes": args.num_processes,
              "--process-id": args.process_id}
     if all(v is None for v in given.values()):

@@ -14,6 +14,7 @@ kind "train" records, so the other kinds live beside the law's records without t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -46,8 +47,6 @@ def write(results: str | Path, kind: str, spec: dict[str, Any], *, status: str =
     ``d_model``, ``params``, ``wall_s``, ...); any other name goes to the record's ``extra``.
     ``provenance``: ``git_rev``/``versions``/``host`` (:func:`depthwidth.models.train.provenance`).
     """
-    import dataclasses
-
     names = {f.name for f in dataclasses.fields(records.Record)}
     known = {k: v for k, v in {**(provenance or {}), **fields}.items() if k in names}
     extra = {k: v for k, v in fields.items() if k not in names}

@@ -35,7 +35,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from depthwidth import hostcpu
+from depthwidth.config import ModelConfig
 from depthwidth.errors import UserError
+from depthwidth.experiments import kinds
+from depthwidth.units import parse_int
 
 KIND = "latency"
 DEFAULT_SHAPES = ((3, 1536), (12, 768), (27, 512))  # 12·L·d² = 84,934,656 each (issue 11)
@@ -46,8 +50,6 @@ DTYPES = ("float32", "bfloat16")
 def parse_shapes(text: str) -> list[tuple[int, int]]:
     """``"3x1536,12x768"`` -> [(3, 1536), (12, 768)] as (L, d). Raises UserError (one line) on an
     empty list, a malformed item, L or d < 1, or a repeated shape."""
-    from depthwidth.units import parse_int
-
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise UserError("--shapes is empty (expected LxD,..., e.g. 3x1536,12x768)")
@@ -66,8 +68,6 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 def heads_for(d_model: int, n_head: str | int) -> int:
     """Heads for width d: ``"auto"`` = d/64 (GPT-2's head size 64, so every shape's heads are
     alike); an int is used for every shape. Raises UserError unless it divides d."""
-    from depthwidth.units import parse_int
-
     if str(n_head).strip().lower() == "auto":
         if d_model % HEAD_SIZE:
             raise UserError(f"--n-head auto needs widths divisible by {HEAD_SIZE} (head size), got {d_model}; "
@@ -120,6 +120,7 @@ def forward_flops(n_layer: int, d_model: int, seq_len: int, batch: int, vocab_si
     ``total_causal``. Source: Kaplan et al. 2020 Table 1; :func:`depthwidth.theory.compute.
     forward_flops_per_token` ("full" and "causal" conventions). Raises UserError on bad sizes.
     """
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import compute
 
     head = vocab_size > 0
@@ -138,8 +139,6 @@ def select_threads(choice: str) -> int:
     Must run before jax starts its backend (module doc; :func:`device_name` checks afterwards).
     Raises UserError for another choice, or for ``"all"`` in a process already pinned.
     """
-    from depthwidth import hostcpu
-
     if choice not in ("1", "all"):
         raise UserError(f"--threads must be 1 or all, got {choice!r}")
     if choice == "1":
@@ -161,9 +160,9 @@ def device_name(threads: int) -> str:
     Raises UserError when the CPU backend sees another core count than ``threads`` (jax had
     started before :func:`select_threads`, e.g. unpinned; run a fresh process).
     """
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
-    from depthwidth import hostcpu
 
     dev = jax.devices()[0]
     if dev.platform != "cpu":
@@ -176,11 +175,16 @@ def device_name(threads: int) -> str:
 
 def _build(spec: LatencySpec):
     """(compiled fn, its arguments, parameters counted, compile seconds) for one unit."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from flax import nnx
 
-    from depthwidth.config import ModelConfig
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.model import LM, cast_params
 
     cfg = ModelConfig(n_layer=spec.n_layer, d_model=spec.d_model, n_head=spec.n_head,
@@ -213,6 +217,7 @@ def time_unit(spec: LatencySpec) -> dict[str, Any]:
     ``seconds_max``, ``times`` (s, in call order), ``compile_s``, ``params`` (counted in the
     built model: the stack's, or the whole LM's with the head), the :func:`forward_flops` dict as
     ``flops_*``, ``flops_per_s`` (total / median), ``attention_share`` (attention / total)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     compiled, args, counted, compile_s = _build(spec)
@@ -234,6 +239,7 @@ def time_unit(spec: LatencySpec) -> dict[str, Any]:
 def _provenance(threads: int) -> dict[str, Any]:
     """The training records' provenance, with the host's thread fields set to what this
     measurement used (hostcpu's cpu_threads is the training rule, 1, not the timing's)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import provenance
 
     prov = provenance()
@@ -249,8 +255,6 @@ def measure(results, specs: list[LatencySpec], log: Callable[[str], None] | None
     ``log``: receives one progress line per unit (done/total, the time, an ETA from the FLOPs
     left at the rate so far). Returns ``{"measured": [run ids], "skipped": [run ids]}``.
     """
-    from depthwidth.experiments import kinds
-
     stored = kinds.done(results, KIND)
     todo = [s for s in specs if kinds.unit_id(KIND, s.to_dict()) not in stored]
     skipped = [kinds.unit_id(KIND, s.to_dict()) for s in specs if s not in todo]

@@ -38,7 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from depthwidth import records
+from depthwidth.data.prepare import prepared_dir_for
+from depthwidth.data.tokenfiles import open_prepared
 from depthwidth.errors import UserError
+from depthwidth.experiments import kinds
 from depthwidth.theory.accounting import stack_n
 
 KIND = "layerdrop"
@@ -100,6 +104,7 @@ def deletions(ks: tuple[int, ...], n_layer: int, d_model: int, d_ff: int, *, see
 def drop_layers(params: dict, start: int, k: int) -> dict:
     """``params`` without blocks ``start .. start+k-1``: every ``blocks`` leaf (L, ...) ->
     (L-k, ...); the rest shared. Raises UserError when the run does not fit in the L blocks."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     L = int(jax.tree.leaves(params["blocks"])[0].shape[0])
@@ -114,6 +119,7 @@ def zero_block_outputs(params: dict, i: int) -> dict:
     and biases) set to zero. Under pre-LN, x + attn(ln1(x)) and x + mlp(ln2(x)) are then x, so
     block i is the identity: the same function as deleting it, reached by another route (the
     independent check of :func:`drop_layers`). Not so under post-LN (the LNs still act)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     b = params["blocks"]
@@ -156,6 +162,7 @@ def drop_mlp_units(params: dict, keep: np.ndarray) -> dict:
     """``params`` with every block's MLP cut to the hidden units ``keep`` (L, f'): fc kernel
     (L, d, f) -> (L, d, f'), fc bias (L, f) -> (L, f'), proj kernel (L, f, d) -> (L, f', d); the
     proj bias (L, d) stays (it is not per unit)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     mlp = params["blocks"]["mlp"]
@@ -198,6 +205,7 @@ class Evaluator:
         self.cfg, self.test, self._engines = cfg, test, {}
 
     def engine(self, cfg):
+        # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
         from depthwidth.models.engine import build_engine
 
         key = (cfg.model.n_layer, cfg.model.ff_width)
@@ -208,8 +216,10 @@ class Evaluator:
     def loss(self, cfg, params: dict) -> dict[str, Any]:
         """{"test_loss" (nats/token), "test_sequences", "test_loss_chunks", "compile_s", "wall_s"}
         of ``params`` (a pure dict for ``cfg``'s shape) on the run's test split."""
+        # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
         import jax
 
+        # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
         from depthwidth.models.engine import EVAL_CHUNKS, evaluate
 
         t0 = time.perf_counter()
@@ -223,6 +233,7 @@ class Evaluator:
 
 def pure_params(model) -> dict:
     """The pure-dict parameters (what the engine's steps take) of an nnx LM."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from flax import nnx
 
     return nnx.to_pure_dict(nnx.state(model, nnx.Param))
@@ -230,9 +241,6 @@ def pure_params(model) -> dict:
 
 def test_split(cfg, data_dir=None) -> np.ndarray:
     """The run's test split (token ids), from the prepared data its config names."""
-    from depthwidth.data.prepare import prepared_dir_for
-    from depthwidth.data.tokenfiles import open_prepared
-
     return open_prepared(prepared_dir_for(cfg.data, data_dir)).test
 
 
@@ -256,8 +264,7 @@ def measure(train_rec: dict[str, Any], run_dir, results, units: list[dict[str, A
     after each unit. Raises UserError when the weights were not kept, or when the 0-layer
     deletion does not reproduce the record's test loss (then every delta would be off).
     """
-    from depthwidth import records
-    from depthwidth.experiments import kinds
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import load_run, provenance
 
     have = kinds.done(results, KIND)
@@ -291,6 +298,7 @@ def measure(train_rec: dict[str, Any], run_dir, results, units: list[dict[str, A
 
 
 def _device() -> str:
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     return f"{jax.devices()[0].platform} x{jax.device_count()}"

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from depthwidth.config import RunConfig, from_dict, load_toml
+from depthwidth.config import RunConfig, from_dict, load_toml, override
 from depthwidth.errors import UserError
 from depthwidth.theory.accounting import kaplan_n
 
@@ -405,8 +405,6 @@ def with_overrides(preset: Preset, assignments: list[str]) -> Preset:
     """The preset with ``section.field=value`` overrides applied to every run and to the base
     (e.g. ``train.steps=10`` for a quick try). Overriding a grid axis (n_layer, d_model, seed,
     corpus) is refused: edit the grid instead. Raises UserError on a bad assignment."""
-    from depthwidth.config import override
-
     grid_fields = {"model.n_layer", "model.d_model", "train.seed", "data.corpus"} | ({"train.lr"} if preset.lrs else set())
     for a in assignments:
         if a.split("=", 1)[0].strip() in grid_fields:

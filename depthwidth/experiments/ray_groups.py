@@ -48,6 +48,7 @@ MEMBER_ENV = "DEPTHWIDTH_RAY_MEMBER"  # set in members' runtime env: a worker po
 
 def coordinator_address() -> str:
     """``IP:PORT`` of this node and a port free on it now (runs in bundle 0 of the group)."""
+    # ray: seconds at import, optional extra; only Ray sweeps pay it
     import ray
 
     with socket.socket() as s:
@@ -77,6 +78,7 @@ def member_task(job: runner.Job, coordinator: str, num_processes: int, process_i
     ``compile_cache`` is off by default: with JAX's persistent cache one member could load its
     program at once while another compiled it, and the early one timed out waiting for the
     late one in the first collective (see ``_SETUP_TIMEOUTS``)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.sharding import initialize_distributed
 
     try:
@@ -96,8 +98,13 @@ def train_group(job: runner.Job, opts, *, train_kw: dict[str, Any], train_fn,
     """Steps 2-5 of the module doc for one claimed run; returns process 0's result (the record).
     Raises the members' exception (UserError or another) when training raised one, or
     RuntimeError when the group died more than ``opts.max_retries`` times."""
+    # ray: seconds at import, optional extra; only Ray sweeps pay it
     import ray
+
+    # ray: seconds at import, optional extra; only Ray sweeps pay it
     from ray.util.placement_group import placement_group, remove_placement_group
+
+    # ray: seconds at import, optional extra; only Ray sweeps pay it
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     k = opts.hosts_per_run

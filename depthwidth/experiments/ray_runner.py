@@ -51,9 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth import interrupts, storage
+from depthwidth.data.corpora import DATA_ENV
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims, runner
 from depthwidth.experiments.presets import Preset
+from depthwidth.experiments.ray_groups import train_group
 
 RAY_MISSING = "--ray needs Ray: pip install 'depthwidth[ray]'"
 DEFAULT_MAX_RETRIES = 3
@@ -165,6 +167,7 @@ def import_ray(local: bool = False):
     if local and "ray" not in sys.modules:
         os.environ.setdefault(LOOPBACK_ENV, "0")
     try:
+        # ray: seconds at import, optional extra; only Ray sweeps pay it
         import ray
     except ImportError:
         raise UserError(RAY_MISSING) from None
@@ -260,7 +263,7 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
     "failed" or "user_error" ("error", one line; "traceback"). Only a dead process (which Ray
     retries) ends it otherwise; KeyboardInterrupt (ray.cancel) releases the claim and re-raises.
     """
-    store = claims.LocalStore(job.results)
+    store = storage.open_results(job.results)
     rel = f"runs/{job.run_id}/record.json"
     if isinstance(rec := store.read_json(rel), dict):
         return {"outcome": "done", "record": rec}
@@ -275,8 +278,6 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
         with claims.Heartbeat(store, claim, heartbeat_s, log=_log):
             try:
                 if group is not None:
-                    from depthwidth.experiments.ray_groups import train_group
-
                     rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn,
                                       log=_log)
                 else:
@@ -353,8 +354,6 @@ def _task_kw(data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, An
     """train_run's keyword arguments in every task. The corpora directory is the driver's
     (``data_dir``, else its ``$DEPTHWIDTH_DATA``), absolute: a worker of a standalone cluster
     has the environment of ``ray start``, not of the driver (issue 25)."""
-    from depthwidth.data.corpora import DATA_ENV
-
     data_dir = data_dir or os.environ.get(DATA_ENV)
     kw = {"data_dir": str(Path(data_dir).absolute()) if data_dir else None, "resume": True,
           "progress": False, "verbose": verbose}
@@ -435,7 +434,7 @@ def _file(job: runner.Job, out: dict[str, Any], sweep: runner.SweepProgress, log
 def _status_line(sweep: runner.SweepProgress, pending: list[runner.Job], slots: int, job: runner.Job,
                  out: dict[str, Any]) -> str:
     """Runs done / running / queued / failed, the finished run's tokens/s, and the ETA."""
-    running = sum(1 for j in pending if claims.LocalStore(j.results).exists(claims.claim_rel(j.run_id)))
+    running = sum(1 for j in pending if storage.open_results(j.results).exists(claims.claim_rel(j.run_id)))
     eta = sweep.eta(slots)
     tps = (out.get("record") or {}).get("tokens_per_s")
     what = {"trained": f"{job.run_id} trained on {out.get('host')}"

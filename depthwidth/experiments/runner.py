@@ -29,10 +29,14 @@ Progress: train_run's per-run bar, and after every run one line with runs done/t
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import json
 import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -85,6 +89,7 @@ def plan(preset: Preset, results: str | Path) -> list[Job]:
     """Every run of ``preset`` with its results directory, in the preset's run order; a corpus
     given as a path is pinned to its content (:func:`depthwidth.data.prepare.pin_corpus`), so
     the run ids that claims and finished records go by change when the file does."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.data.prepare import pin_corpus
 
     dirs = group_dirs(preset, results)
@@ -101,6 +106,7 @@ def order_for_worker(jobs: list[Job], worker: int, num_workers: int, steal: bool
 
 
 def _flops_per_token(cfg: RunConfig, vocab_size: int) -> float:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory.compute import train_flops_per_token
 
     m = cfg.model
@@ -166,6 +172,7 @@ def fmt_duration(seconds: float | None) -> str:
 def compile_cache_dir() -> Path:
     """Where the runner keeps JAX's persistent compilation cache: ``<cache>/jax`` next to the
     prepared corpora (``$DEPTHWIDTH_CACHE`` or ``~/.cache/depthwidth``)."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.data.prepare import cache_root
 
     return cache_root().parent / "jax"
@@ -180,6 +187,7 @@ def enable_compile_cache(path: str | Path | None) -> None:
     """
     if path is None:
         return
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     Path(path).mkdir(parents=True, exist_ok=True)
@@ -304,6 +312,7 @@ class LazyTrainFn:
     def get(self) -> Callable[..., dict[str, Any] | None]:
         """The training function (imports jax the first time, for the default one)."""
         if self._fn is None:
+            # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
             from depthwidth.models.train import train_run
 
             enable_compile_cache(compile_cache_dir() if self._cache is True else (self._cache or None))
@@ -331,7 +340,7 @@ class SweepProgress:
     def __init__(self, preset: Preset, results: str | Path, jobs: list[Job], *, worker: int = 0, num_workers: int = 1,
                  log: Callable[[str], None] = _stderr, label: str = ""):
         self.jobs, self.log, self.t0 = jobs, log, time.perf_counter()
-        self.stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
+        self.stores = {d: storage.open_results(d) for d in {j.results for j in jobs}}
         self.done: dict[str, dict[str, Any]] = {}
         self._busy: dict[str, str] = {}
         self._overheads: list[float] = []  # per run trained here: elapsed seconds minus the record's wall_s
@@ -456,7 +465,7 @@ class SweepProgress:
 def _recount(preset: Preset, results: str | Path, rep: SweepReport) -> None:
     """Set the report's whole-sweep counts from the records now on disk."""
     jobs = plan(preset, results)
-    stores = {d: claims.LocalStore(d) for d in {j.results for j in jobs}}
+    stores = {d: storage.open_results(d) for d in {j.results for j in jobs}}
     recs = {j.run_id: stores[j.results].read_json(f"runs/{j.run_id}/record.json") for j in jobs}
     recs = {k: v for k, v in recs.items() if isinstance(v, dict)}
     rep.finished, rep.diverged = _counts(recs.values())
@@ -514,9 +523,6 @@ def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
     that polls the parent pid every ``poll_s`` seconds. Raises UserError if the parent is gone
     already (the death signal would never come).
     """
-    import ctypes
-    import ctypes.util
-
     armed = False
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
@@ -549,9 +555,6 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
     Returns one merged :class:`SweepReport`; a child that dies is reported in ``failed``.
     Ctrl-C or SIGTERM stops the children too (each releases its claim).
     """
-    import json
-    import subprocess
-
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     if jobs > 1:  # a memory:// store is refused for what was asked, before any cap

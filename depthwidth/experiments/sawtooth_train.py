@@ -50,6 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from depthwidth import hostcpu
 from depthwidth.errors import UserError
 
 ARCHS = ("deep", "shallow_same", "shallow_exact", "shallow_wide", "deep_wide")
@@ -119,6 +120,7 @@ def init_layers(hidden: list[int], seed: int):
     W ~ N(0, 2/fan_in) (He et al. 2015, for ReLU); b ~ U(−1, 1)/fan_in. With x in [0, 1] a
     first-layer unit's kink −b/w then falls inside the data range with a fair chance; zero
     biases would make the net linear on [0, 1] (module doc)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     widths = [1, *hidden, 1]
@@ -151,6 +153,7 @@ def target(x: np.ndarray, k: int) -> np.ndarray:
 def _fit(layers, x, y, steps: int, lr: float):
     """Full-batch Adam with cosine lr decay for ``steps`` steps (:func:`_compiled_fit`);
     returns (layers, losses (steps,))."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     layers, losses = _compiled_fit(steps)(layers, x, y, jnp.float32(lr))
@@ -161,8 +164,13 @@ def _fit(layers, x, y, steps: int, lr: float):
 def _compiled_fit(steps: int):
     """One jitted ``lax.scan`` of ``steps`` Adam steps, shared by every unit with the same steps
     (jax then compiles once per parameter shape, not once per seed)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import optax
 
     def fit(p, x, y, lr):
@@ -191,6 +199,7 @@ def measure(layers, k: int, eval_grid: int = EVAL_GRID) -> dict:
     ``layers``: (W, b) pairs of float or Fraction entries. Returns ``pieces`` (exact count),
     ``sup_error`` (exact, as a float), ``sup_error_bound`` (1/2 if pieces < 2^k, else 0),
     ``rms_error`` and ``max_error_grid`` (float64 on eval_grid + 1 points)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory import sawtooth as st
 
     exact = [([[_exact(w) for w in row] for row in np.asarray(W, object)], [_exact(v) for v in np.asarray(b, object)])
@@ -215,9 +224,9 @@ def train(spec: SawtoothSpec) -> dict:
     the trained measurement (:func:`measure`), ``init`` (the same at step 0), ``loss_first`` /
     ``loss_last`` (MSE of the first and last step), ``finite``, ``weights`` ([[W, b], ...] as
     float32 values in JSON lists: exact), ``params``, ``wall_s``."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
-    from depthwidth import hostcpu
 
     hostcpu.pin_one_core()
     t0 = time.perf_counter()
@@ -245,6 +254,7 @@ def n_params(layers) -> int:
 def construction(k: int, arch: str, eval_grid: int = EVAL_GRID) -> dict:
     """The reference rows: the exact construction ``arch`` (:data:`CONSTRUCTIONS`) measured as a
     trained net is (pieces 2^k, sup error 0). Raises UserError on a bad k or arch."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory import sawtooth as st
 
     k = check_depth(k)

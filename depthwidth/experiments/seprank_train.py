@@ -34,12 +34,18 @@ cross-check. The embedding and read-out are not part of the measured function f.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
+from depthwidth import hostcpu
+from depthwidth.data import corpora, splits
 from depthwidth.errors import UserError
+from depthwidth.records import write_json_atomic
+from depthwidth.theory import seprank
 from depthwidth.theory.seprank import MAX_TEMPLATES
 
 DENOMINATORS = (64, 256)  # rounding grids 1/64 and 1/256 (the first is the headline)
@@ -88,8 +94,6 @@ def load_chars(corpus: str = "austen", data_dir=None) -> CharText:
     """The corpus (sha256-checked, :func:`depthwidth.data.corpora.locate`) as character ids, split
     by :func:`depthwidth.data.splits.split_ranges` (train, val). Raises UserError when the corpus
     is unknown or missing."""
-    from depthwidth.data import corpora, splits
-
     text = splits.read_text(corpora.locate(corpus, data_dir))
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     uniq, ids = np.unique(codes, return_inverse=True)
@@ -117,6 +121,7 @@ def init_params(spec: TrainSpec, vocab_size: int):
     """Parameters: ``emb`` (V, d_x) ~ N(0, 1); ``layers`` [l][h] = (W_Q, W_K, W_V: (d_a, d_x);
     W_O: (d_x, d_a)) ~ N(0, (init_scale/√d_x)²); read-out ``w_out`` (d_x, V) = 0, ``b_out`` (V,)
     = 0 (the model starts at the uniform guess). jax arrays, float32, from ``spec.seed``."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
 
     d, da = spec.d_model, spec.d_model // spec.n_head
@@ -128,6 +133,7 @@ def init_params(spec: TrainSpec, vocab_size: int):
 
     layers = [[(w((da, d)), w((da, d)), w((da, d)), w((d, da))) for _ in range(spec.n_head)]
               for _ in range(spec.n_layer)]
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     return {"emb": jax.random.normal(next(keys), (vocab_size, d)), "layers": layers,
@@ -137,6 +143,7 @@ def init_params(spec: TrainSpec, vocab_size: int):
 def forward(layers, X, residual: bool):
     """The analysed network in jax: X (B, N, d_x) -> output at position 0, (B, d_x). Same
     function as :func:`depthwidth.theory.seprank.evaluate` (all coordinates)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     for layer in layers:
@@ -150,7 +157,10 @@ def forward(layers, X, residual: bool):
 
 def loss_fn(params, ctx, targets, residual: bool):
     """Mean next-character cross-entropy (nats) of contexts ``ctx`` (B, N) int, ``targets`` (B,)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax.numpy as jnp
 
     h = forward(params["layers"], params["emb"][ctx], residual)
@@ -187,10 +197,12 @@ def _numpy_layers(layers) -> list:
 def train(spec: TrainSpec, text: CharText) -> TrainResult:
     """Train ``spec`` on ``text`` (module doc); a diverged step (non-finite loss) stops the run
     and keeps the last finite weights. Deterministic for a spec on one CPU thread."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import optax
 
-    from depthwidth import hostcpu
 
     hostcpu.pin_one_core()
     V, N = len(text.vocab), spec.n_positions
@@ -225,8 +237,6 @@ def train(spec: TrainSpec, text: CharText) -> TrainResult:
 def quantise(layers, denominator: int, residual: bool):
     """The trained float weights rounded to multiples of 1/``denominator``, as an exact
     :class:`~depthwidth.theory.seprank.Network` (integers round(w·g), denominator g)."""
-    from depthwidth.theory import seprank
-
     ints = [[tuple(np.rint(np.asarray(w) * denominator).astype(np.int64) for w in head) for head in layer]
             for layer in layers]
     return seprank.network_from_arrays(ints, residual=residual, denominator=denominator)
@@ -234,8 +244,6 @@ def quantise(layers, denominator: int, residual: bool):
 
 def float_network(layers, residual: bool):
     """The trained float weights as a (float64) Network, for the float SVD cross-check."""
-    from depthwidth.theory import seprank
-
     return seprank.network_from_arrays([[tuple(np.asarray(w, np.float64) for w in h) for h in layer] for layer in layers],
                                        residual=residual)
 
@@ -256,9 +264,6 @@ def _float_grid(net, d_model: int, n_templates: int, n_positions: int) -> np.nda
     float64; an integer one (the random weights: their entries overflow float64 at L = 3)
     evaluated exactly, then scaled into range (:func:`depthwidth.theory.seprank.to_float`), or
     None where that big-integer grid is too large (:func:`depthwidth.theory.seprank.float_rank_of`)."""
-    import itertools
-
-    from depthwidth.theory import seprank
 
     T = seprank.templates_for(n_templates, d_model, 0)
     part = seprank.balanced_partition(n_positions)
@@ -296,8 +301,6 @@ def measure_trained(res: TrainResult, *, n_positions: int = 2, max_templates: in
     (a count, None where too large) and ``log3_counting_bound``, log₃ ranks, ``stable_across_grids``, ``trained_vs_init`` and
     ``trained_vs_random`` (:func:`verdict`) and the run's :meth:`TrainResult.summary`. Raises
     UserError on a grid too large (:func:`depthwidth.theory.seprank.grid_matrix`)."""
-    from depthwidth.theory import seprank
-
     s = res.spec
     trained = {str(g): seprank.adaptive_rank(quantise(res.layers, g, s.residual), n_positions=n_positions,
                                              max_templates=max_templates).to_dict() for g in denominators}
@@ -345,9 +348,6 @@ def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "aus
                 max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
     """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/trained.json``
     atomically (:func:`depthwidth.records.write_json_atomic`): {"rows", "method", ...}."""
-    from pathlib import Path
-
-    from depthwidth.records import write_json_atomic
 
     if Path(out).exists() and not Path(out).is_dir():  # before the table's training runs, not after
         raise UserError(f"--out {out} exists and is not a directory")

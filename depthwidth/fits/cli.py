@@ -13,10 +13,13 @@ import argparse
 import math
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
+from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
+from depthwidth.records import write_json_if_changed
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
 
 
@@ -209,8 +212,8 @@ def _parse_fraction(text: str, name: str) -> float:
 
 
 def _query(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import projections as P
-    from depthwidth.fits.law import load_law
 
     law = load_law(args.fit, args.cov)
     vocab = parse_int(args.vocab, name="--vocab", minimum=0)
@@ -284,9 +287,10 @@ def _depths(text: str) -> list[float]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from depthwidth import storage
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits import predict as P
-    from depthwidth.fits.law import load_fit_file
+
+    # looked up at call time: tests replace it with monkeypatch
     from depthwidth.records import json_text, write_atomic
 
     fit = load_fit_file(args.fit)
@@ -344,10 +348,11 @@ def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str) -
 
 
 def _fit(args: argparse.Namespace) -> int:
-
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.lawfit import build_fit, stored_fit
+
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
-    from depthwidth.records import write_json_if_changed
 
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
@@ -361,6 +366,7 @@ def _fit(args: argparse.Namespace) -> int:
     form = form_named(args.law_form)
     pred = None
     if args.prediction is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.predict import read_prediction
 
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
@@ -371,6 +377,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.estimators and not fit.get("law"):
         extra_text.append("estimators: the fit has no law, so there is no slope to compare (no table written)")
     elif args.estimators:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.estimators import estimator_table, estimators_path
 
         est = estimator_table(lambda s: table if s is None else load_table(
@@ -380,6 +387,7 @@ def _fit(args: argparse.Namespace) -> int:
         extra["estimators"], extra["estimators_out"] = est, est_out
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if pred is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.predict import verdict
 
         extra["verdicts"] = verdict(pred, fit)
@@ -392,6 +400,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 def format_estimators(est: dict[str, Any]) -> list[str]:
     """Text of :func:`depthwidth.fits.estimators.estimator_table`: one row per estimator."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.transitions import format_fraction
 
     rows = []
@@ -416,6 +425,7 @@ def format_estimators(est: dict[str, Any]) -> list[str]:
 
 
 def _lrscan(args: argparse.Namespace) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.lrscan import load_scan
 
     c, power = _positive(args.rule_c, "--rule-c"), _positive(args.rule_power, "--rule-power")
@@ -443,6 +453,7 @@ def _lrscan(args: argparse.Namespace) -> int:
 
 
 def _fit_text(fit: dict[str, Any], out) -> str:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.transitions import format_fraction, format_interval
 
     t = fit["table"]

@@ -58,7 +58,10 @@ def fit_latency_model(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     predicted s, relative residual), ``max_abs_rel_residual``, and the group's fields.
     Raises UserError when the rows mix groups.
     """
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
+
+    # scipy: ~0.8 s at import; only fitting pays it
     from scipy.optimize import nnls
 
     if len({group_key(r) for r in rows}) > 1:
@@ -91,6 +94,7 @@ def predict_seconds(model: dict[str, Any], n_layer: int, d_model: int, seq_len: 
                     vocab_size: int = 0) -> float:
     """Forward seconds the fitted ``model`` predicts for a shape (FLOPs as the records count them:
     :func:`depthwidth.theory.compute.forward_flops_per_token`, "full" convention, × B·T)."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import compute
 
     flops = int(compute.forward_flops_per_token(n_layer, d_model, seq_len, vocab_size, "full", vocab_size > 0))

@@ -43,6 +43,7 @@ from depthwidth.fits.forms import (  # InsufficientPoints is re-exported: caller
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
 from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
+from depthwidth.records import relative_to
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
@@ -129,8 +130,6 @@ def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``) relative to the file's folder
     (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
-    from depthwidth.records import relative_to
-
     table = fit.get("table")
     if not isinstance(table, dict) or not table.get("results"):
         return fit

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from depthwidth.errors import UserError
+from depthwidth.records import TRAIN, iter_records, kind_of, train_record_problem
 
 LR_ROUNDING = 1e-5  # in ln lr: above the 5e-6 relative rounding of a 6-significant-figure lr
 
@@ -117,8 +118,8 @@ def load_scan(results: str | Path | list[str | Path], c: float, power: float = 1
     counted twice), if the finished runs differ in anything but shape, lr and seed, or if no
     shape has finished runs at two or more lrs.
     """
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import check_one_lr_protocol
-    from depthwidth.records import TRAIN, iter_records, kind_of, train_record_problem
 
     dirs = [results] if isinstance(results, (str, Path)) else list(results)
     sourced: list[tuple[str, dict[str, Any]]] = []

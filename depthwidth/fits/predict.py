@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import math
 from typing import Any
 
@@ -137,8 +138,6 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
 
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
-    import json
-
     try:
         d = json.loads(storage.path(path).read_text())
     except FileNotFoundError:

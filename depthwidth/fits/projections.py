@@ -156,6 +156,7 @@ def sample_laws(law: Law, n: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED):
     """(a, b) samples, two arrays of shape (n,), from Normal((a, b), cov); None if cov is None."""
     if law.cov is None:
         return None
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -167,6 +168,7 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0, form: LawForm =
     """Vectorised optimal depth for arrays a, b (shape (n,)) of ``form`` (default: ln d_x = a + b·L);
     NaN where no root exists (b outside the form's slope rule, or budget below the embedding
     cost). Same bracket and equation as :func:`optimal_depth`."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 
     a = np.asarray(a, dtype=float)
@@ -182,6 +184,7 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0, form: LawForm =
     hi = form.depth_upper(log_b, a, bs, np)
     ok &= g(lo, a, bs) < 0
     try:
+        # scipy: ~0.8 s at import; only fitting pays it
         from scipy.optimize.elementwise import find_root  # scipy >= 1.15
     except ImportError:  # older scipy: the same bracket, one brentq per sample
         from scipy.optimize import brentq
@@ -194,6 +197,7 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0, form: LawForm =
 
 
 def _interval(samples, level: float) -> tuple[list[float] | None, float]:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 
     finite = np.isfinite(samples)
@@ -282,6 +286,7 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         out["rounded"]["head_dim"] = out["rounded"]["d_model"] // n_head
     ab = sample_laws(law, samples, seed)
     if ab is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         import numpy as np
 
         a, b = ab
@@ -320,6 +325,7 @@ def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFA
         out["transition_params_total"] = out["transition_params"] + vocab * width
     ab = sample_laws(law, samples, seed)
     if ab is not None:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         import numpy as np
 
         a, b = ab

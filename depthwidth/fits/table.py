@@ -249,8 +249,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
             if not any(kind_of(r) == TRAIN for r in more):  # a typo must not pass as "tuned"
                 raise UserError(f"--tune-lr directory {d} holds no training records")
             ids = {r["run_id"] for r in more}
-            extra_unfinished += sorted(f"{d}/runs/{p.name}" for p in (storage.path(d) / "runs").glob("*")
-                                       if p.is_dir() and p.name not in ids)
+            extra_unfinished += [f"{d}/{storage.RUNS}/{r}" for r in storage.open_results(d).run_ids() if r not in ids]
             dir_of.update({id(r): d for r in more})
             every = every + more
     if cells_of is not None:
@@ -274,9 +273,8 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         # n_records counts the runs at the chosen lrs; these say how many were read and set aside
         lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "n_read": n_read,
                     "n_other_lrs": n_read - len(records), "cells": choices}
-    root = storage.path(results)
     rows = [_run_row(r, r["run_id"]) for r in records]
-    unfinished = sorted(p.name for p in (root / "runs").glob("*") if p.is_dir() and p.name not in recorded)
+    unfinished = [r for r in storage.open_results(results).run_ids() if r not in recorded]
     unfinished += extra_unfinished
     runs = pd.DataFrame(rows, columns=[*RUN_COLUMNS, "reason"])
     used_mask = runs["reason"].isna()

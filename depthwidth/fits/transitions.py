@@ -104,6 +104,7 @@ import numpy as np
 
 from depthwidth.errors import UserError
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, PAIRS, RESAMPLE, FitOptions
+from depthwidth.units import format_count
 
 USABLE = ("crossing", "multiple")  # statuses with an N*
 CURVES = ("pchip", "linear")  # how a depth's mean losses are joined (find_crossing)
@@ -162,6 +163,7 @@ def _sorted_curve(x, y) -> tuple[np.ndarray, np.ndarray]:
 def _difference(x_s, y_s, x_d, y_d, lo: float, hi: float, curve: str):
     """Δ = f_deep − f_shallow on [lo, hi] as a piecewise polynomial on the union of knots, and
     its values there: exact cubic Hermite pieces for "pchip", straight pieces for "linear"."""
+    # scipy: ~0.8 s at import; only fitting pays it
     from scipy.interpolate import CubicHermiteSpline, PchipInterpolator, PPoly
 
     knots = np.unique(np.concatenate([[lo, hi], x_s[(x_s > lo) & (x_s < hi)], x_d[(x_d > lo) & (x_d < hi)]]))
@@ -364,8 +366,6 @@ def bootstrap_widths(data: dict[int, _DepthData], B: int, rng: np.random.Generat
 def format_interval(ci: list | None, open_side: str | None, N_range: list | None) -> str:
     """A point's 95% interval of N* as text, bounds beyond the measured range as '< lo' / '> hi'
     (``ci95_open`` of :class:`TransitionPoint`); '-' without an interval."""
-    from depthwidth.units import format_count
-
     if not ci:
         return "-"
     lo_r, hi_r = (format_count(v) for v in N_range) if N_range else ("range", "range")

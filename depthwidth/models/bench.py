@@ -17,6 +17,7 @@ from depthwidth.config import RunConfig
 from depthwidth.models import perf
 from depthwidth.models import sharding as sh
 from depthwidth.models.engine import MFU_CONVENTION, build_engine
+from depthwidth.theory import compute
 
 
 def bench_train(cfg: RunConfig, steps: int = 20, warmup: int = 3, verbose: bool = False) -> dict:
@@ -25,8 +26,6 @@ def bench_train(cfg: RunConfig, steps: int = 20, warmup: int = 3, verbose: bool 
     Returns tokens_per_s, flops_per_s, mfu, compile_s, peak_flops_per_s, step_s (median, s),
     flops_per_token and the shape. Raises UserError for an invalid mesh.
     """
-    from depthwidth.theory import compute
-
     m, t = cfg.model, cfg.train
     engine = build_engine(cfg, verbose=verbose)
     state = engine.init_fn(t.seed)

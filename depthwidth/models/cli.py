@@ -7,6 +7,7 @@ import argparse
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
+from depthwidth.units import parse_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth import config as C
-    from depthwidth.units import parse_int
 
     try:
         data, model = (parse_int(x, name="--mesh", minimum=0) for x in args.mesh.lower().split("x"))
@@ -44,6 +45,7 @@ def _bench(args) -> int:
         train=C.TrainConfig(batch_size=parse_int(args.batch, name="--batch"), compute_dtype=args.dtype),
         mesh=C.MeshConfig(data=data, model=max(model, 1)),
     )
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.bench import bench_train
 
     r = bench_train(cfg, steps=parse_int(args.steps, name="--steps"))

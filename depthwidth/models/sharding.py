@@ -12,6 +12,8 @@ devices; each process feeds its rows of the global batch (:func:`global_batch`).
 
 from __future__ import annotations
 
+import os
+
 import jax
 import numpy as np
 from flax import nnx
@@ -39,8 +41,6 @@ def initialize_distributed(coordinator: str | None = None, num_processes: int | 
     exit for the others to reach jax's shutdown barrier (jax's default, 300 s, when None); a
     process whose peer died waits that long before it can exit.
     """
-    import os
-
     if not hostcpu.accelerator_expected() and not os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"):
         # The jax we require (>= 0.7) already defaults to gloo; set anyway because the default
         # has changed before (until jax 0.5.1 it was none, and a collective that spans processes

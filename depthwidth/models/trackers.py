@@ -63,6 +63,7 @@ def require(names: Iterable[str]) -> tuple[str, ...]:
 
 class _TensorBoard:
     def __init__(self, rdir: Path, run_id: str, config: dict[str, Any], history: Sequence[dict[str, Any]] = ()):
+        # optional dependency: tensorboardX loaded only where used
         from tensorboardX import SummaryWriter
 
         earlier = any((rdir / "tb").glob("events.out.tfevents.*"))
@@ -85,6 +86,7 @@ class _TensorBoard:
 
 class _WandB:
     def __init__(self, rdir: Path, run_id: str, config: dict[str, Any], history: Sequence[dict[str, Any]] = ()):
+        # optional dependency: wandb loaded only where used
         import wandb
 
         try:

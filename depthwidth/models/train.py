@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import importlib.metadata
 import json
 import logging
 import math
@@ -33,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import flax
 import jax
 import numpy as np
 import optax
+from flax import nnx
 
+import depthwidth
 from depthwidth import hostcpu, interrupts, records, storage
 from depthwidth.config import MeshConfig, RunConfig, from_dict
 from depthwidth.data.prepare import meta_for_record, pin_corpus, prepared_dir_for
@@ -54,6 +58,7 @@ from depthwidth.models.engine import (
     learning_rate_schedule,
     state_layout,
 )
+from depthwidth.theory import compute
 
 
 def train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir: str | Path | None = None,
@@ -78,14 +83,15 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     hostcpu.pin_one_core()  # before jax's backend starts (module doc of hostcpu)
     trackers = tracking.require(trackers)
     cfg = pin_corpus(cfg)  # a corpus given as a path: its content is part of the run id
-    rdir = records.run_dir(results_dir, cfg.run_id())
-    if (rdir / "record.json").exists():
-        return records.read_record(rdir / "record.json")
+    store = storage.open_results(results_dir)
+    rdir = store.run_dir(cfg.run_id())
+    if store.record_path(cfg.run_id()).exists():
+        return records.read_record(store.record_path(cfg.run_id()))
     main = jax.process_index() == 0
     if main and (note := storage.local_checkpoint_note(rdir)) and note not in _NOTED:
         _NOTED.add(note)  # once per process: a sweep trains many runs in one worker
         print(note, file=sys.stderr)
-    prepared, rcfg = _open_data(cfg, rdir, data_dir, main)
+    prepared, rcfg = _open_data(cfg, store, data_dir, main)
     hostcpu.require_fixed_threads()
     engine = build_engine(rcfg, verbose=verbose)
     t = rcfg.train
@@ -95,7 +101,7 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
             state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
-        with RunLogger(rdir, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
+        with RunLogger(store, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
                        trackers=trackers, config=cfg.to_dict()) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
             state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at)
@@ -126,16 +132,17 @@ def resolve_vocab(cfg: RunConfig, vocab_size: int) -> RunConfig:
     return cfg
 
 
-def _open_data(cfg: RunConfig, rdir: Path, data_dir: str | Path | None, main: bool) -> tuple[Prepared, RunConfig]:
+def _open_data(cfg: RunConfig, store: storage.ResultsStore, data_dir: str | Path | None,
+               main: bool) -> tuple[Prepared, RunConfig]:
     """Step 1: the prepared data, and the config with its vocabulary; ``config.json`` records both
     (the config as requested, whose id is the run id, and the resolved vocabulary)."""
     prepared = open_prepared(prepared_dir_for(cfg.data, data_dir))
     rcfg = resolve_vocab(cfg, prepared.vocab_size)
     _check_splits(prepared, rcfg.model.seq_len, cfg.data.corpus)
     if main:
-        rdir.mkdir(parents=True, exist_ok=True)
-        records.write_json_atomic(rdir / "config.json", {"run_id": cfg.run_id(), "config": cfg.to_dict(),
-                                                          "vocab_size": rcfg.model.vocab_size})
+        store.run_dir(cfg.run_id()).mkdir(parents=True, exist_ok=True)
+        store.replace(f"{storage.RUNS}/{cfg.run_id()}/{storage.CONFIG}",
+                      {"run_id": cfg.run_id(), "config": cfg.to_dict(), "vocab_size": rcfg.model.vocab_size})
     return prepared, rcfg
 
 
@@ -243,6 +250,7 @@ def _out_of_space_is_one_line(rdir: Path):
 
 def _save_checkpoint(ckpt, step: int, state) -> None:
     """Save ``state`` at ``step``; a kill signal waits for the save to complete (interrupts.deferred)."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
 
     with interrupts.deferred(), _orbax_quiet():  # a full disk: _train_run's _out_of_space_is_one_line
@@ -254,6 +262,7 @@ def _restore_or_init(engine: Engine, ckpt, *, resume: bool, verbose: bool, run_i
     a fresh one. A checkpoint that cannot be restored (truncated by a kill or a full disk) is
     deleted, said in one line on stderr, and the next older one tried: the batch at a step is a
     pure function of (seed, step), so resuming from an older step is as exact."""
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
 
     if resume:
@@ -309,8 +318,6 @@ class _Meter:
 
     @classmethod
     def of(cls, cfg: RunConfig, n_devices: int = 1) -> _Meter:
-        from depthwidth.theory import compute
-
         m, t = cfg.model, cfg.train
         fpt = int(compute.train_flops_per_token(m.n_layer, m.d_model, m.seq_len, vocab_size=m.vocab_size,
                                                 d_ff=m.ff_width))
@@ -328,11 +335,13 @@ class RunLogger:
     ``prior_wall_s`` is the training time logged before the restored step (seconds). For a run
     directory on a URL the log is rewritten whole at each window (object stores cannot append)
     and the trackers write to its local mirror (:func:`depthwidth.storage.scratch_dir`).
+    ``store``: the results directory (:func:`depthwidth.storage.open_results`).
     """
 
-    def __init__(self, rdir: Path, run_id: str, *, start: int, total_steps: int, main: bool,
+    def __init__(self, store: storage.ResultsStore, run_id: str, *, start: int, total_steps: int, main: bool,
                  progress: bool, trackers: Sequence[str] = (), config: dict[str, Any] | None = None):
-        path = rdir / "log.jsonl"
+        rdir = store.run_dir(run_id)
+        path = rdir / storage.LOG
         kept = _read_log(path, start) if start > 0 else []
         self.prior_wall_s = kept[-1].get("wall_s", 0.0) if kept else 0.0
         self._fh = self._bar = None
@@ -341,13 +350,13 @@ class RunLogger:
         if not main:
             return
         text = "".join(json.dumps(e) + "\n" for e in kept)
-        path.write_text(text)
-        self._fh = _RewrittenLog(path, text) if storage.is_url(rdir) else open(path, "a")
+        self._fh = store.open_log(f"{storage.RUNS}/{run_id}/{storage.LOG}", text)
         local = storage.scratch_dir(rdir)
-        if trackers and storage.is_url(rdir):
+        if trackers and store.is_url:
             local.mkdir(parents=True, exist_ok=True)
         self._track = tracking.Trackers(trackers, local, run_id, config or {}, history=kept)
         if progress:
+            # optional dependency: tqdm loaded only where used
             from tqdm import tqdm
 
             self._bar = tqdm(total=total_steps, initial=start, desc=run_id, unit="step", file=sys.stderr,
@@ -376,22 +385,6 @@ class RunLogger:
         for sink in (self._bar, self._fh, self._track):
             if sink:
                 sink.close()
-
-
-class _RewrittenLog:
-    """A file-like ``log.jsonl`` on a URL: each flush writes the whole text again, in one write."""
-
-    def __init__(self, path, text: str):
-        self._path, self._text = path, text
-
-    def write(self, s: str) -> None:
-        self._text += s
-
-    def flush(self) -> None:
-        self._path.write_text(self._text)
-
-    def close(self) -> None:
-        pass
 
 
 def _read_log(path: Path, upto_step: int) -> list[dict]:
@@ -531,12 +524,9 @@ def provenance() -> dict[str, Any]:
 def _versions() -> dict[str, str]:
     """Library versions, this package's first: from a pip install (no git) it is what says
     which code made the record (the installed distribution's version, else ``__version__``)."""
-    import importlib.metadata
-
-    import flax
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint
 
-    import depthwidth
 
     try:
         own = importlib.metadata.version("depthwidth")
@@ -563,8 +553,8 @@ def load_run(run_dir: str | Path):
     Raises UserError when ``run_dir`` has no record, the run is not a finished training run,
     or its weights were not kept.
     """
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import orbax.checkpoint as ocp
-    from flax import nnx
 
     rdir = storage.path(run_dir)
     rec = records.read_record(rdir / "record.json")

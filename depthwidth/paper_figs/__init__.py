@@ -23,6 +23,7 @@ def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
     fit file ``fit_path`` (computed in memory with the fits package and ``options`` when None).
     Returns the paths written, PNG then PDF per figure. Raises UserError for a missing or empty results
     directory or a malformed fit file."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.paper_figs.make import make_all as _make_all
 
     return _make_all(results_dir, fit_path, out_dir, options)

@@ -22,8 +22,13 @@ KAPLAN_BOX = ((10.0, 1000.0), (0.0, 3.0))  # (d/L range, loss excess in %)
 def band_figure(result: dict[str, Any]) -> tuple[Any, str]:
     """(figure, caption) of the band (module docstring); ``result`` as returned by
     :func:`depthwidth.fits.band.analyse`."""
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.patches import Rectangle
 
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN))

@@ -6,6 +6,7 @@ Nothing heavy at module level: matplotlib, pandas and scipy load inside the hand
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from depthwidth.console import add_json_flag, emit
 
@@ -38,8 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _seprank_fig(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.paper_figs import seprank_fig
 
     trained = args.trained
@@ -54,6 +54,7 @@ def _seprank_fig(args: argparse.Namespace) -> int:
 
 
 def _figs(args: argparse.Namespace) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.paper_figs.make import render
 
     rep = render(args.results, args.fit, args.out)

@@ -14,10 +14,18 @@ or plain parameters), returns ``(figure, caption)`` and never trains, fits or wr
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
 
+from depthwidth.errors import UserError
+from depthwidth.fits.forms import DEFAULT_FORM
+from depthwidth.fits.law import levine2020
+from depthwidth.fits.lawfit import Z95
+from depthwidth.fits.projections import classify, query_budget
+from depthwidth.fits.projections import optimal_depth as law_depth
+from depthwidth.paper_figs.shapes import SHAPES, grouped_labels
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, depth_colors
 from depthwidth.units import format_count
 
@@ -38,7 +46,6 @@ def _footnote(fig, lines: list[str]) -> None:
         return
     fig.canvas.draw()
     bottom = fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
-    import textwrap
 
     # ~125 characters of 7.5 pt text span the fixed figure width, so notes never widen it.
     text = "\n".join(textwrap.fill(line, 125) for line in lines)
@@ -67,8 +74,13 @@ def loss_vs_params(inputs) -> tuple[Any, str]:
     (:mod:`depthwidth.fits.transitions`), so a drawn crossing is the one it found. Each depth
     pair with a crossing gets a dashed line at N* and a band over its 95% bootstrap interval;
     pairs without one are listed under the plot with the reason."""
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.transforms import blended_transform_factory
+
+    # scipy: ~0.8 s at import; only fitting pays it
     from scipy.interpolate import PchipInterpolator
 
     cells = inputs.table.cells
@@ -145,11 +157,10 @@ def width_vs_depth(inputs) -> tuple[Any, str]:
     so the theory line, 20 times steeper than the published one, leaves the top of the plot:
     that gap is the result, not a drawing artefact.
     """
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
 
-    from depthwidth.fits.forms import DEFAULT_FORM
-    from depthwidth.fits.law import levine2020
-    from depthwidth.fits.lawfit import Z95
+    # mpmath: ~0.1 s at import; only the separation-rank bounds pay it
     from depthwidth.theory.separation import BASE
 
     pub = levine2020()
@@ -236,11 +247,9 @@ _VERDICT_COLORS = {"too deep": "#CC79A7", "near optimal": "#009E73", "too wide":
 def _law_curve(law, budgets) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Optimal depth per budget and, if the law has a covariance, its 95% Monte Carlo interval
     (:func:`depthwidth.fits.projections.query_budget`, the numbers ``depthwidth query`` prints)."""
-    from depthwidth.fits.projections import optimal_depth, query_budget
-
     L, lo, hi = [], [], []
     for B in budgets:
-        if optimal_depth(float(B), law) < 1.0:  # under one layer: query_budget refuses, nothing to draw
+        if law_depth(float(B), law) < 1.0:  # under one layer: query_budget refuses, nothing to draw
             L.append(np.nan), lo.append(np.nan), hi.append(np.nan)
             continue
         q = query_budget(float(B), law)
@@ -327,14 +336,12 @@ def optimal_depth(inputs, shapes=None) -> tuple[Any, str]:
     (PaLM's true count is ≈ 14·L·d²) -- and coloured by the published law's verdict
     (:func:`depthwidth.fits.projections.classify`, ±10 %): above the curve too deep for their
     size, below it too wide."""
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.lines import Line2D
 
-    from depthwidth.errors import UserError
-    from depthwidth.fits.law import levine2020
-    from depthwidth.fits.projections import classify
-    from depthwidth.fits.projections import optimal_depth as law_depth
-    from depthwidth.paper_figs.shapes import SHAPES, grouped_labels
 
     shapes = SHAPES if shapes is None else shapes
     budgets = np.geomspace(*BUDGETS, _N_BUDGETS)
@@ -417,12 +424,17 @@ def separation_rank(widths=THEORY_WIDTHS, depths=THEORY_DEPTHS, n_head: int = TH
     The threshold L = log₃ d_x is marked per width: left of it the bound grows double-
     exponentially with depth, right of it only linearly.
     """
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.lines import Line2D
 
+    # mpmath: ~0.1 s at import; only the separation-rank bounds pay it
     from depthwidth.theory import separation as sep
 
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH_IN * 1.25, HEIGHT_IN), sharey=True)
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib
 
     cmap = matplotlib.colormaps["plasma"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
+from depthwidth.fits.law import BUILTIN_LAWS, FIT_FORMAT, FIT_VERSION, law_from_fit_dict, load_fit_file
 from depthwidth.fits.options import FitOptions
 
 
@@ -46,8 +47,6 @@ class FigureInputs:
 
 
 def _check_fit_dict(fit: Any, source: str) -> dict[str, Any]:
-    from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION
-
     if not isinstance(fit, dict) or fit.get("format") != FIT_FORMAT:
         raise UserError(f"{source}: not a depthwidth fit file (expected \"format\": \"{FIT_FORMAT}\")")
     if fit.get("version") != FIT_VERSION:
@@ -80,7 +79,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
     depth pair, one seed per cell) is not an error: the figures are drawn without it and the
     reason is kept in ``notes``.
     """
-    from depthwidth.fits.law import BUILTIN_LAWS, law_from_fit_dict, load_fit_file
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
 
     root = storage.path(results_dir)
@@ -99,6 +98,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         if fitted_on and not storage.same_location(_beside(fitted_on, fit_path), results_dir):
             notes.append(f"fit {fit_path} was made from {fitted_on}, not from {results_dir}")
     else:
+        # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.lawfit import build_fit
 
         source = "computed in memory"

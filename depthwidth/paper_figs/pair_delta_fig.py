@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from depthwidth.fits.delta import pair_deltas
 from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN
 from depthwidth.units import format_count
@@ -30,10 +31,12 @@ def _options(inputs, options: FitOptions) -> FitOptions:
 
 def pair_delta(inputs, options: FitOptions = FitOptions()) -> tuple[Any, str]:
     """The figure (module docstring) and its caption; never fits or writes."""
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.ticker import NullFormatter
 
-    from depthwidth.fits.delta import pair_deltas
 
     opts = _options(inputs, options)
     rows = pair_deltas(inputs.table, opts)

@@ -37,8 +37,13 @@ def measured_separation_rank(doc: dict[str, Any], n_head: int = 1, trained: dict
                              ) -> tuple[Any, str]:
     """(figure, caption) of the measured ranks (module docstring) for heads ``n_head``; the
     trained ranks too when ``trained`` (a loaded trained.json) is given."""
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
+
+    # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.lines import Line2D
 
     rows = [r for r in doc["rows"] if r["n_head"] == n_head and not r["residual"] and r["rank"] > 0]

@@ -27,6 +27,8 @@ from depthwidth.experiments.cli import (
     sweep_executor,
 )
 from depthwidth.fits.options import FitOptions
+from depthwidth.pipeline.summary import summary_text
+from depthwidth.units import parse_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +69,7 @@ def _sweep(args: argparse.Namespace) -> int:
     with ``--refine``, refinement rounds; a ``--refine-round`` child worker trains the round its
     parent computed (the same, from the same records)."""
     if args.refine or args.refine_round:
+        # pandas: ~0.5 s at import; query and --help must not pay it
         from depthwidth.pipeline import refine  # fits and pandas: only when refining
     preset, executor = start_sweep(args)
     if args.refine_round:
@@ -78,9 +81,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    # looked up at call time: tests replace it with monkeypatch
     from depthwidth.pipeline.run import reproduce
-    from depthwidth.pipeline.summary import summary_text
-    from depthwidth.units import parse_int
 
     preset = load(args)
     executor = sweep_executor(args)

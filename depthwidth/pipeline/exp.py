@@ -21,8 +21,11 @@ records accumulate there and a rerun skips finished units), ``--out DIR`` (figur
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag
+from depthwidth.errors import UserError
 from depthwidth.pipeline.registry import KINDS
 
 
@@ -49,10 +52,6 @@ def _paths_checked(run):
     """``run`` after a check that ``--results`` and ``--out`` are not files (nor URLs), so such a
     mistake is one line before any work (measuring, training), not an OSError after it."""
     def checked(args: argparse.Namespace) -> int:
-        from pathlib import Path
-
-        from depthwidth import storage
-        from depthwidth.errors import UserError
 
         for flag, path in (("--results", args.results), ("--out", args.out)):
             if path and storage.is_url(path):  # the seed experiments' own files are written with local paths
@@ -66,7 +65,5 @@ def _paths_checked(run):
 
 
 def _no_name(args: argparse.Namespace) -> int:
-    from depthwidth.errors import UserError
-
     raise UserError(f"exp needs an experiment name: one of {', '.join(KINDS)} "
                     "(depthwidth exp --help)")

@@ -17,7 +17,9 @@ from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.units import parse_float
+from depthwidth.fits import options
+from depthwidth.records import json_text, write_if_changed
+from depthwidth.units import format_count, parse_float, parse_int
 
 HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in percent and as a parameter multiplier"
 DESCRIPTION = (
@@ -31,8 +33,6 @@ ANALYSIS = "band.json"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from depthwidth.fits import options
-
     p.add_argument("--preset", default="band", metavar="NAME|PATH", help="the runs to train (default band)")
     p.add_argument("--with", dest="with_dirs", action="append", metavar="DIR",
                    help="another results directory whose records are read too, never written (repeatable; "
@@ -58,8 +58,8 @@ def _factor(text: str, name: str) -> float:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The checked analysis options (UserError, one line, for bad input)."""
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits import band
-    from depthwidth.units import parse_int
 
     withs = args.with_dirs if args.with_dirs is not None else ["results/law"]
     withs = [] if withs == ["none"] else withs
@@ -76,12 +76,14 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _preset(args: argparse.Namespace):
     """The preset with its --set overrides (UserError, one line, for a bad one: checked with
     --no-sweep too, so that a typo is not silently ignored)."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.presets import load_preset, with_overrides
 
     return with_overrides(load_preset(args.preset), args.overrides)
 
 
 def _sweep(args: argparse.Namespace, preset) -> dict[str, Any]:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import run_sweep
 
     quiet = args.no_progress
@@ -98,8 +100,8 @@ def _sweep(args: argparse.Namespace, preset) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits import band
-    from depthwidth.records import json_text, write_if_changed
 
     opts = _options(args)
     preset = _preset(args)
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     write_if_changed(Path(args.results) / ANALYSIS, json_text(result))
     figures: list[str] = []
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.band_fig import draw
 
         figures = draw(result, args.out or str(Path(args.results) / "figures"))
@@ -119,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _text(result: dict[str, Any], sweep: dict[str, Any] | None, figures: list[str]) -> str:
-    from depthwidth.units import format_count
-
     lines = []
     if sweep is not None:
         lines.append(f"sweep: {len(sweep['trained'])} run(s) trained, {sweep['done_before']} already done, "

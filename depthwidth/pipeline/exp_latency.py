@@ -15,7 +15,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from depthwidth import records
 from depthwidth.console import emit
+from depthwidth.errors import UserError
+from depthwidth.units import format_count, parse_int
 
 HELP = "forward latency of equal-weight shapes: depth is serial, width is parallel"
 DESCRIPTION = (
@@ -55,8 +58,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def _checked(args: argparse.Namespace) -> dict[str, Any]:
     """The flags as numbers; UserError (one line) on bad input. Nothing here starts jax."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import latency
-    from depthwidth.units import parse_int
 
     shapes = latency.parse_shapes(args.shapes)
     heads = {d: latency.heads_for(d, args.n_head) for _, d in shapes}
@@ -68,6 +71,7 @@ def _checked(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: str) -> list:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.latency import LatencySpec
 
     heads = (False, True) if args.with_head else (False,)
@@ -78,8 +82,10 @@ def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: st
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth import records
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds, latency
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import latency as fit
 
     c = _checked(args)
@@ -98,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_figure:
         figures = []
     else:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.latency_fig import draw
 
         figures = draw(groups, args.out or str(Path(args.results) / "figures"))
@@ -112,8 +119,7 @@ def _refuse_another_machine(results: str, device: str) -> None:
     were measured on other devices only: measuring there would add this machine's records and
     rewrite the committed latency_model.json and figure, so a committed result would change
     because the command ran on another CPU. Any other --results is the caller's to fill."""
-    from depthwidth import records
-    from depthwidth.errors import UserError
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import latency
 
     if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
@@ -126,8 +132,8 @@ def _refuse_another_machine(results: str, device: str) -> None:
 
 
 def _text(out: dict[str, Any]) -> str:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import latency as fit
-    from depthwidth.units import format_count
 
     lines = [f"exp latency: {out['measured']} unit(s) measured, {out['skipped']} already stored in {out['results']}"]
     for g in out["groups"]:

@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from depthwidth import hostcpu, records
+from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.units import parse_int_list
 
 HELP = "delete k contiguous layers of a trained LM at every offset; compare with MLP width"
 DESCRIPTION = (
@@ -43,15 +46,13 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def parse_ks(text: str) -> list[int]:
     """``"1,2,4"`` -> [1, 2, 4]; UserError for anything but distinct comma-separated integers
     (a repeated k would measure the same deletions twice)."""
-    from depthwidth.units import parse_int_list
-
     return parse_int_list(text, name="--k", minimum=0, unique=True)  # 0 and too large: check_ks says the range
 
 
 def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any], Path]:
     """(record, run directory) of the model to delete from: ``--run``, or the preset's trained
     (or already stored) run. k is checked against its depth before any training."""
-    from depthwidth import records
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.layerdrop import check_ks
 
     if args.run:
@@ -63,8 +64,13 @@ def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any]
             raise UserError(f"--run {rdir}: not a finished training run")
         check_ks(ks, rec["n_layer"])
         return rec, rdir
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.config import override
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.presets import load_preset
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import train_run
 
     cfg = override(load_preset(args.preset).base, [*args.overrides, "train.keep_weights=true"])
@@ -79,6 +85,7 @@ def trained_run(args: argparse.Namespace, ks: list[int]) -> tuple[dict[str, Any]
 def _progress(args: argparse.Namespace):
     if args.no_progress:
         return None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import fmt_duration
 
     t0 = time.perf_counter()
@@ -95,8 +102,6 @@ def _progress(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth import hostcpu
-
     hostcpu.pin_one_core()  # one XLA thread, as the training run had (before jax starts)
     ks = parse_ks(args.k)
     if args.control_seeds < 0:
@@ -104,18 +109,20 @@ def run(args: argparse.Namespace) -> int:
     if args.run is None and Path(args.results).exists() and not Path(args.results).is_dir():
         raise UserError(f"--results {args.results} exists and is not a directory")
     rec, rdir = trained_run(args, ks)
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.layerdrop import check_ks, deletions, measure
 
     L, d = rec["n_layer"], rec["d_model"]
     units = deletions(check_ks(ks, L), L, d, rec["config"]["model"]["d_ff"] or 4 * d, seeds=args.control_seeds)
     n_new = measure(rec, rdir, args.results, units, data_dir=args.data_dir, progress=_progress(args))
-    from depthwidth.console import emit
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.layerdrop import load, summarise
 
     summary = summarise(load(args.results), run_id=rec["run_id"])
     out: dict[str, Any] = {"experiment": "layerdrop", "results": str(args.results), "evaluated": n_new,
                            "units": len(units), "summary": summary}
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.layerdrop_fig import draw
 
         paths, out["caption"] = draw(summary, args.out or Path(args.results) / "figures")

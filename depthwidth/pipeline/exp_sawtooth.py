@@ -14,7 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from depthwidth import hostcpu, records
+from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.experiments import sawtooth_train as st
+from depthwidth.experiments.sawtooth_train import ARCHS, MAX_K, SawtoothSpec
+from depthwidth.units import parse_int, parse_int_list
 
 KIND = "sawtooth"
 HELP = "train deep vs shallow ReLU nets on the k-fold hat map and count their linear pieces exactly"
@@ -30,8 +35,6 @@ DESCRIPTION = (
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """The experiment's flags (strings, validated by :func:`units` before any work)."""
-    from depthwidth.experiments.sawtooth_train import ARCHS, MAX_K, SawtoothSpec
-
     d = SawtoothSpec(3, "deep")
     p.add_argument("--depths", default="3,4,5,6,7,8", help=f"target depths k, comma-separated (1..{MAX_K}; default 3..8)")
     p.add_argument("--archs", default=",".join(ARCHS), help=f"architectures to train (default {','.join(ARCHS)})")
@@ -45,9 +48,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
     """The experiment's units in order, as (kind-id, spec dict, SawtoothSpec or (k, construction)).
     Validates every flag first (UserError, one line), before any work."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds
-    from depthwidth.experiments import sawtooth_train as st
-    from depthwidth.units import parse_int, parse_int_list
 
     depths = parse_int_list(args.depths, name="--depths")
     for k in depths:
@@ -76,8 +78,8 @@ def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
 
 def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any]) -> dict[str, Any]:
     """Train/measure one unit and store its record; returns the record."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds
-    from depthwidth.experiments import sawtooth_train as st
 
     if isinstance(what, tuple):
         k, arch = what
@@ -98,6 +100,7 @@ def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any
 
 def _progress(i: int, n: int, rec: dict[str, Any], spent: float, done_here: int) -> None:
     eta = spent / done_here * (n - i) if done_here else None
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import fmt_duration
 
     print(f"[sawtooth] {i}/{n} k={rec['k']} {rec['arch']} seed={rec['seed']}: pieces {rec['pieces']}/{2 ** rec['k']}, "
@@ -107,7 +110,10 @@ def _progress(i: int, n: int, rec: dict[str, Any], spent: float, done_here: int)
 
 def measure(args: argparse.Namespace, todo: list) -> int:
     """Run the units of ``todo`` without a record under ``--results``; returns how many ran."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds
+
+    # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.train import provenance
 
     results = Path(args.results)
@@ -115,7 +121,6 @@ def measure(args: argparse.Namespace, todo: list) -> int:
         raise UserError(f"--results {results} exists and is not a directory")
     have = kinds.done(results, KIND)
     missing = [(spec, what) for uid, spec, what in todo if uid not in have]
-    from depthwidth import hostcpu
 
     hostcpu.pin_one_core()  # before provenance(), so the records' host says how the units ran
     prov = provenance() if missing else {}
@@ -131,8 +136,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure the missing units, summarise the stored records of this run's units, draw the
     figure, print the table (or ``--json``: results, units, ran, wall_s, figures, rows). Exit 0;
     UserError on bad flags (before any work)."""
-    from depthwidth import records
-    from depthwidth.console import emit
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.sawtooth import summarise, table_text
 
     todo = units(args)
@@ -143,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     rows = summarise(recs)
     figs = []
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.sawtooth_fig import draw
 
         figs = draw(recs, args.out or str(Path(args.results) / "figures"))

@@ -61,6 +61,7 @@ def _log(args: argparse.Namespace, tag: str):
 
 def measure(args: argparse.Namespace) -> list[str]:
     """Step 1 (module doc); returns the names of the tables measured now."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory import seprank
 
     done = []
@@ -70,6 +71,7 @@ def measure(args: argparse.Namespace) -> list[str]:
         seprank.write_table(str(results), progress=_log(args, "seprank"))
         done.append(TABLE)
     if args.with_trained and _stored(results / TRAINED) is None:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.experiments import seprank_train
 
         seprank_train.write_table(str(results), data_dir=args.data_dir, progress=_log(args, "seprank-trained"))
@@ -80,7 +82,10 @@ def measure(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Measure what is missing, summarise, draw, print (``--json``: results, measured, summary,
     figures). UserError (one line) for a refused estimate or a malformed table."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.seprank import summarise, summary_text
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.paper_figs import seprank_fig
 
     measured = measure(args)

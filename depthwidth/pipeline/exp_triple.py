@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.records import write_json_atomic
+from depthwidth.units import format_count, parse_int
 
 HELP = "equal-weight shapes (2x96, 8x48, 32x24 at CPU scale) vs halving the budget"
 DESCRIPTION = (
@@ -42,6 +45,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.runner import run_local_jobs
 
     child = ["--preset", args.preset] + [x for o in args.overrides for x in ("--set", o)]
@@ -53,13 +57,14 @@ def _train(args: argparse.Namespace, preset, jobs: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.presets import load_preset, with_overrides
+
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.triple import analyse
-    from depthwidth.records import write_json_atomic
-    from depthwidth.units import parse_int
 
     n_boot = parse_int(args.bootstrap, name="--bootstrap", minimum=1)
     jobs = parse_int(args.jobs, name="--jobs", minimum=1)  # checked with --no-train too
@@ -77,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     res["unfinished"] = table.unfinished
     write_json_atomic(Path(args.results) / ANALYSIS_FILE, res)
     if not args.no_figure:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.triple_fig import draw
 
         res["figure"] = draw(res, args.out or Path(args.results) / "figures")
@@ -94,8 +100,6 @@ def _ci(ci: list[float] | None) -> str:
 
 
 def _text(res: dict[str, Any]) -> str:
-    from depthwidth.units import format_count
-
     lines = [f"exp triple ({res['preset']}): N = 12*L*d^2 = {format_count(res['N'])}, {res['steps']} steps, "
              f"paired on seeds {res['seeds']}; test loss in nats/char (mean ± sem over seeds)"]
     for r in res["shapes"]:

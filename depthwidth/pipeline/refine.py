@@ -52,12 +52,14 @@ two layers are siblings that never import each other (ARCHITECTURE.md). The ``sw
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from typing import Any
 
 from depthwidth import storage
 from depthwidth.config import RunConfig, from_dict
+from depthwidth.data.prepare import pin_corpus
 from depthwidth.errors import UserError
 from depthwidth.experiments.executors import Executor
 from depthwidth.experiments.presets import REFINE_KEYS, RefineSpec, merge_config, parse_refine
@@ -150,8 +152,6 @@ def cell_configs(preset, cells: list[tuple[int, int]]) -> list[RunConfig]:
 
 def refined_runs_done(preset, table) -> int:
     """Records in the table that belong to no grid point of ``preset`` (refined runs so far)."""
-    from depthwidth.data.prepare import pin_corpus
-
     grid = {pin_corpus(r).run_id() for r in preset.runs}  # the ids the sweep recorded them under
     return int(sum(1 for rid in table.runs["run_id"] if rid not in grid))
 
@@ -163,9 +163,6 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
 
     A seed whose run has a record of any status (diverged included) counts as done, so a round
     never waits for a run the runner would skip."""
-    import json
-
-    from depthwidth.data.prepare import pin_corpus
 
     recorded = set(table.runs["run_id"])
     cells = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
@@ -182,8 +179,6 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
 
 def _missing_runs(preset, cells: list[tuple[int, int]], recorded: set[str]) -> list[RunConfig]:
     """The runs of ``cells`` (every seed of ``preset``) whose run id has no record."""
-    from depthwidth.data.prepare import pin_corpus
-
     return [r for r in cell_configs(preset, cells) if pin_corpus(r).run_id() not in recorded]
 
 

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
+from depthwidth.fits.lawfit import build_fit, stored_fit
 from depthwidth.fits.options import FitOptions
+from depthwidth.paper_figs import make_all
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
 from depthwidth.records import relative_to, write_if_changed, write_json_if_changed
 
@@ -45,7 +47,10 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     files (summary.json, summary.md), wall_s. ``results`` and ``out`` may be URLs
     (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import runner
+
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments.executors import InProcess
 
     t0 = time.perf_counter()
@@ -91,7 +96,7 @@ def _stored_paths(summary: dict[str, Any], base: Path) -> dict[str, Any]:
 def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: bool) -> dict[str, Any]:
     """Steps 2 and 3 for one corpus: fit.json from the records, then the figures; either may
     fail with a UserError (every run diverged, one depth only), which the summary reports."""
-    from depthwidth.fits.lawfit import build_fit, stored_fit
+    # pandas: ~0.5 s at import; query and --help must not pay it
     from depthwidth.fits.table import load_table
 
     fit = fit_error = fit_path = None
@@ -104,8 +109,6 @@ def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: boo
     figs: list[str] = []
     figs_error = None
     if figures:
-        from depthwidth.paper_figs import make_all
-
         try:
             figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures", options=options)]
         except UserError as e:

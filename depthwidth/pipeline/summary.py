@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth import storage
+from depthwidth.fits.law import levine2020
 from depthwidth.fits.lawfit import THEORY_SLOPE  # ln 3: ln d_x = L ln 3 at the threshold L_th = log3(d_x)
+from depthwidth.fits.transitions import format_fraction, format_interval
 from depthwidth.units import format_count
 
 
@@ -30,8 +32,6 @@ def compare_law(law: dict[str, Any] | None) -> dict[str, Any]:
 
     z = (fitted − paper)/stderr (our stderr: the paper publishes none); None without a law.
     """
-    from depthwidth.fits.law import levine2020
-
     pub = levine2020()
     out: dict[str, Any] = {"paper": {"a": pub.a, "b": pub.b, "source": pub.source},
                            "theory_slope": THEORY_SLOPE, "fitted": None, "z_a": None, "z_b": None}
@@ -66,7 +66,7 @@ def _side(p: dict[str, Any]) -> str:
 def pair_rows(fit: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per depth pair the fit examined, sorted by (L_s, L_d), with the published law's
     transition size at the pair's assigned depth (module docstring)."""
-    from depthwidth.fits.law import levine2020
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.projections import transition_params
 
     pub = levine2020()
@@ -121,7 +121,6 @@ def _law_lines(law: dict[str, Any]) -> list[str]:
 def _pair_line(r: dict[str, Any]) -> str:
     Ls, Ld = r["pair"]
     paper = f"paper's law: N ≈ {format_count(r['N_paper'])} (d_x ≈ {r['d_x_paper']:.0f} at L = {r['L']:.2f})"
-    from depthwidth.fits.transitions import format_fraction, format_interval
 
     cis = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])
     if r["crossed"]:
@@ -186,7 +185,6 @@ def summary_markdown(s: dict[str, Any]) -> str:
         else:
             md += ["| pair | status | N* | 95% interval | d_x at L | paper's law N (d_x) |",
                    "|---|---|---|---|---|---|"]
-            from depthwidth.fits.transitions import format_fraction, format_interval
 
             for r in c["pairs"]:
                 interval = format_interval(r["N_star_ci95"], r.get("ci95_open"), r["N_range"])

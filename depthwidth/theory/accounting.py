@@ -162,6 +162,7 @@ def param_counts(
     Source: Kaplan et al. 2020 §2.1. GPT-2 small (12, 768, 12, V=50257, T=1024,
     tied) gives 124,439,808 in total.
     """
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 
     L = positive_int(n_layer, "n_layer")
@@ -217,6 +218,7 @@ def width_for_budget(budget, n_layer, count: str = "kaplan"):
 
     Source: inverse of Kaplan et al. 2020 eq. (2.1).
     """
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
 
     if count not in COUNTS:

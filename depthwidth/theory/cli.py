@@ -8,6 +8,9 @@ inside the handlers.
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from pathlib import Path
 
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
@@ -159,9 +162,7 @@ def _register_seprank(cmds) -> None:
 
 
 def _seprank_table(args) -> int:
-    import sys
-    from pathlib import Path
-
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import seprank
 
     if Path(args.out).exists() and not Path(args.out).is_dir():  # before the estimate, not after it
@@ -189,8 +190,7 @@ def _seprank_table(args) -> int:
 def _seprank_measure(args):
     """One measurement (fixed or adaptive M), after its time estimate; progress lines on stderr
     when it may take more than a few seconds."""
-    import sys
-
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import seprank
 
     seprank.random_network(args.layers, args.width, args.heads, weight_range=args.weight_range)  # sizes, range
@@ -245,6 +245,7 @@ def _seprank(args) -> int:
 
 
 def _threshold(args) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import separation
 
     if args.width is None and args.layers is None:
@@ -266,6 +267,7 @@ def _threshold(args) -> int:
             f"{args.layers} x {args.width}: {c['regime']} ({c['margin']:+.3g} layers from the threshold)"
         )
     if args.latex:
+        # sympy: ~0.5 s at import; only the symbolic checks pay it
         from depthwidth.theory import symbolic
 
         out["latex"] = symbolic.latex(["threshold", "threshold_inverse", "crossing"])
@@ -275,6 +277,7 @@ def _threshold(args) -> int:
 
 
 def _params(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory.accounting import param_counts
 
     r = param_counts(args.layers, args.width, args.heads, args.vocab, args.context, args.tied, args.d_ff)
@@ -296,8 +299,7 @@ SHAPE_FAR = 0.5
 
 
 def _shapes(args) -> int:
-    import math
-
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory.accounting import shape_family
 
     multiple = args.multiple_of if args.heads is None else math.lcm(args.multiple_of, args.heads)
@@ -320,6 +322,7 @@ def _shapes(args) -> int:
 
 
 def _flops(args) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import compute
 
     shape = (args.layers, args.width, args.context, args.vocab)
@@ -367,6 +370,7 @@ def _flops(args) -> int:
 
 
 def _bounds(args) -> int:
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import separation
 
     out = separation.bounds(args.layers, args.width, args.heads)
@@ -398,6 +402,7 @@ def _bounds(args) -> int:
             )
         out["equivalent_widths"] = rows
     if args.constants:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.theory.constants import table
 
         out["constants"] = table()
@@ -406,6 +411,7 @@ def _bounds(args) -> int:
             for r in out["constants"]
         ]
     if args.latex:
+        # sympy: ~0.5 s at import; only the symbolic checks pay it
         from depthwidth.theory import symbolic
 
         out["latex"] = symbolic.latex()
@@ -415,6 +421,7 @@ def _bounds(args) -> int:
 
 
 def _mlp(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory.mlp import mlp_summary
 
     r = mlp_summary(args.d_in, args.hidden, args.d_out)
@@ -429,6 +436,7 @@ def _mlp(args) -> int:
 
 
 def _sawtooth(args) -> int:
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.theory.sawtooth import sawtooth_summary
 
     r = sawtooth_summary(args.depth)

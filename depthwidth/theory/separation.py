@@ -25,7 +25,7 @@ import mpmath
 import numpy as np
 
 from depthwidth.errors import UserError
-from depthwidth.theory.constants import value
+from depthwidth.theory.constants import CONSTANTS, value
 from depthwidth.theory.validate import heads_divide_width, positive_int
 
 MAX_DEPTH = 500
@@ -233,7 +233,6 @@ def bounds(n_layer, d_model, n_head) -> dict:
     """
     L, d, H = _shape_with_heads(n_layer, d_model, n_head)
     regime = EFFICIENT if BASE**L <= d else INEFFICIENT
-    from depthwidth.theory.constants import CONSTANTS
 
     return {
         "n_layer": L,

@@ -62,7 +62,10 @@ is min(M, rank C), so a rank below M is rank C, the separation rank of f (App. B
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
+import tempfile
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -217,6 +220,7 @@ def grid_matrix(net: Network, templates: np.ndarray, partition) -> np.ndarray:
 
 def exact_rank(A: np.ndarray) -> int:
     """Rank over the rationals of an integer matrix (FLINT fmpz_mat, exact)."""
+    # sympy: ~0.5 s at import; only the symbolic checks pay it
     import flint
 
     if A.size == 0:
@@ -309,6 +313,7 @@ def evaluate_mod(net: Network, X: np.ndarray, p: int) -> np.ndarray:
 def mod_rank(A: np.ndarray, p: int) -> int:
     """Rank over the field F_p of an integer matrix (FLINT nmod_mat). It never exceeds the rank
     over the rationals: a minor nonzero mod p is a nonzero integer."""
+    # sympy: ~0.5 s at import; only the symbolic checks pay it
     import flint
 
     if A.size == 0:
@@ -458,6 +463,7 @@ def bound_fields(n_layer: int, d_model: int, n_head: int) -> dict:
     the reconstructed published-form ``sep_lower``/``sep_upper`` (Levine et al. 2020, Theorems 1
     and 2 as reconstructed in :mod:`depthwidth.theory.separation`; None when d_x <= H), plus
     ``regime`` and ``threshold_depth``."""
+    # mpmath: ~0.1 s at import; only the separation-rank bounds pay it
     from depthwidth.theory import separation
 
     log3_count = separation.log_monomial_count(n_layer, d_model)
@@ -606,10 +612,6 @@ def table_seconds(shapes=TABLE_SHAPES, *, residual=(False, True), max_templates:
 
 
 def _write_json(path: str, doc: dict) -> None:
-    import json
-    import os
-    import tempfile
-
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".table.json.")
     with os.fdopen(fd, "w") as fh:
         json.dump(doc, fh, indent=1, sort_keys=True)
@@ -623,8 +625,6 @@ def write_table(out: str, *, seed: int = 0, max_templates: int = MAX_TEMPLATES, 
     atomically after every row (``complete`` false until the last): {"rows": [...], "method",
     "seed", "max_templates", "n_positions", ...}; returns that dict. Raises UserError when
     ``out`` is a file."""
-    import os
-
     if os.path.exists(out) and not os.path.isdir(out):  # before minutes of measuring, not after
         raise UserError(f"--out {out} exists and is not a directory")
     doc = {"what": "grid-tensor rank of the analysed self-attention network (theory.seprank)",

@@ -9,12 +9,13 @@ import time
 
 import pytest
 
+from depthwidth import storage
 from depthwidth.experiments import claims
 
 
 @pytest.fixture
 def store(tmp_path):
-    return claims.LocalStore(tmp_path / "results")
+    return storage.open_results(tmp_path / "results")
 
 
 def _claim(store, run_id="r1", stale=60.0, worker=0):
@@ -52,7 +53,7 @@ def test_stale_heartbeat_is_taken_over(store):
 
 
 def test_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(proc.stdout)
     assert not claims.pid_alive(dead_pid)
@@ -67,7 +68,7 @@ def test_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
 
 
 def test_live_process_on_this_host_is_not_stale(tmp_path):
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         live = claims.new_claim("r1", 1, 2)
@@ -85,7 +86,7 @@ def test_live_process_on_this_host_is_not_stale(tmp_path):
 def test_a_claim_with_the_callers_own_token_is_taken_over_at_once(tmp_path):
     # A Ray task's retry brings the token of its dead first attempt: that claim may come from
     # another host with a fresh heartbeat, and is still its own.
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     left = claims.new_claim("r1", 0, 1, token="task-7")
     left.host, left.pid = "another-node", 1
     store.replace(claims.claim_rel("r1"), left.to_dict())
@@ -102,7 +103,7 @@ def test_a_claim_with_the_callers_own_token_is_taken_over_at_once(tmp_path):
 
 
 def test_unreadable_claim_uses_file_age(tmp_path):
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     p = store.path(claims.claim_rel("r1"))
     p.parent.mkdir(parents=True)
     p.write_text("{not json")
@@ -158,7 +159,7 @@ def test_racing_claimers_exactly_one_wins(store):
 
 
 def test_racing_takeover_of_a_stale_claim_exactly_one_wins(tmp_path):
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     dead = claims.new_claim("r1", 9, 10, now=time.time() - 3600)
     dead.host = "gone-host"
     store.replace(claims.claim_rel("r1"), dead.to_dict())
@@ -185,7 +186,7 @@ def test_filesystem_without_hard_links_falls_back_to_o_excl(tmp_path, monkeypatc
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_link)
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     c, _ = claims.try_claim(store, "r1", worker=0, num_workers=1, stale_after_s=60, settle_s=0.01)
     assert c is not None and not store.enforces_exclusive  # now verified by re-reading
     assert store.read_json(claims.claim_rel("r1"))["token"] == c.token

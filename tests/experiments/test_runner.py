@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from depthwidth import records
+from depthwidth import records, storage
 from depthwidth.cli import main
 from depthwidth.config import from_dict
 from depthwidth.errors import UserError
@@ -114,7 +114,7 @@ def test_a_lone_worker_does_its_own_runs_first_then_steals_the_rest(tmp_path):
 
 
 def test_live_claims_are_left_alone_and_stale_ones_taken_over(tmp_path):
-    store = claims.LocalStore(tmp_path)
+    store = storage.open_results(tmp_path)
     live = claims.new_claim(IDS[2], 1, 2)
     live.host = "other-host"
     store.replace(claims.claim_rel(IDS[2]), live.to_dict())
@@ -134,7 +134,7 @@ def test_heartbeat_runs_while_training(tmp_path):
 
     def hook(cfg, results_dir):
         rel = claims.claim_rel(cfg.run_id())
-        store = claims.LocalStore(results_dir)
+        store = storage.open_results(results_dir)
         t0 = store.read_json(rel)["heartbeat_at"]
         time.sleep(0.25)
         seen.append(store.read_json(rel)["heartbeat_at"] - t0)
