@@ -22,7 +22,8 @@ def _exact(text: str | int | float, name: str) -> Decimal:
     try:
         value = Decimal(body) * _SUFFIX[suffix]
     except InvalidOperation:
-        raise UserError(f"cannot parse {name} {abbreviate(text)!r} (examples: 175e9, 175B, 1.3M, 1T, 85_056_000)") from None
+        raise UserError(f"cannot parse {name} {abbreviate(text)!r}: expected a number (e.g. 3, 2.5, 85_056_000, "
+                        "or with a suffix K/M/B/T: 1.3M, 175B)") from None
     return value
 
 

@@ -3,6 +3,8 @@ leaves no file behind (README "Commands"; issue 10's audit of every subcommand).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from depthwidth.cli import main
@@ -177,3 +179,21 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     with pytest.raises(OSError) as e:
         storage.open_results(tmp_path).create_exclusive("runs/x/claim.json", {})
     assert e.value.errno == errno.EROFS
+
+
+@pytest.mark.parametrize("argv, line", [
+    # fresh-user check: a results directory given as --fit, an unknown --curve named with --crossing
+    (["query", "--params", "1.3B", "--fit", "results/law-long"],
+     "depthwidth: error: --fit results/law-long is a results directory: give its fit file, results/law-long/fit.json"),
+    (["fit", "--results", "results/law-long", "--out", "OUT", "--curve", "nosuch"],
+     "depthwidth: error: --curve must be one of pchip, linear, got 'nosuch'"),
+    (["fit", "--results", "results/law-long", "--out", "OUT", "--crossing", "middle"],
+     "depthwidth: error: --crossing must be one of last, first, got 'middle'"),
+])
+def test_flags_are_named_in_their_errors(argv, line, tmp_path, monkeypatch, capsys):
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    argv = [str(tmp_path / "f.json") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == line + "\n"
+    assert not (tmp_path / "f.json").exists()

@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--estimators", action="store_true",
                    help="also refit under every estimator (pooled bootstrap, per-seed fits, leave one point out, "
                         "first crossing, linear curves): b's 95%% interval in each, stored beside the fit "
-                        "(fit.json -> estimators.json; fits.estimators)")
+                        "(fit.json -> estimators.json, X.json -> X.estimators.json; fits.estimators)")
     p.add_argument("--prediction", default=None, metavar="FILE",
                    help="a prediction file (depthwidth predict): also print measured vs predicted for its pairs")
     add_json_flag(p)

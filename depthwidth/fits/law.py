@@ -242,6 +242,8 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
     if spec in BUILTIN_LAWS:
         return BUILTIN_LAWS[spec]()
     p = storage.path(spec)
+    if p.is_dir() and (p / "fit.json").is_file():
+        raise UserError(f"--fit {spec} is a results directory: give its fit file, {p / 'fit.json'}")
     if not p.is_file():
         raise UserError(f"unknown law {spec!r}: not a built-in ({', '.join(BUILTIN_LAWS)}) and no such file")
     return law_from_fit_dict(load_fit_file(p), str(p), cov_kind)

@@ -188,9 +188,10 @@ def find_crossing(x_s, y_s, x_d, y_d, curve: str = "pchip", which: str = "last")
     N* is the last (``which="last"``, the default) or the first (``"first"``). Raises UserError
     if a curve's x and y differ in length or repeat an x, or for an unknown curve or which.
     """
-    if curve not in CURVES or which not in CROSSINGS:
-        raise UserError(f"curve must be one of {', '.join(CURVES)} and the crossing one of {', '.join(CROSSINGS)}, "
-                        f"got {curve!r}, {which!r}")
+    if curve not in CURVES:
+        raise UserError(f"--curve must be one of {', '.join(CURVES)}, got {curve!r}")
+    if which not in CROSSINGS:
+        raise UserError(f"--crossing must be one of {', '.join(CROSSINGS)}, got {which!r}")
 
     x_s, y_s = _sorted_curve(x_s, y_s)
     x_d, y_d = _sorted_curve(x_d, y_d)

@@ -31,7 +31,7 @@ from depthwidth.pipeline.registry import KINDS
 
 def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("exp", help=f"the experiment kinds: {', '.join(KINDS)}",
-                       description="Run one experiment kind (README, 'The seed experiments'): its records go "
+                       description="Run one experiment kind (docs/results/seed-experiments.md): its records go "
                                    "to --results (a rerun skips finished work), its figure to --out.")
     esub = e.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(e))
     for kind in KINDS.values():
