@@ -126,11 +126,14 @@ def format_count(x: float | None) -> str:
     """175e9 -> '175B', 1.3e9 -> '1.3B', 84934656 -> '84.9M', 12345 -> '12.3K' (3 significant
     digits; the inverse of :func:`parse_count` up to rounding); '-' for None or non-finite.
 
-    The unit is chosen after rounding, so 999999.99 is '1M' (not '1e+03K') and 999.9 is '1K'.
+    The unit is chosen after rounding, so 999999.99 is '1M' (not '1e+03K') and 999.9 is '1K';
+    from 1e15 on the count is plain scientific notation ('1e+30').
     The one count formatter of the package (CLI tables, summaries, figure labels).
     """
     if x is None or not math.isfinite(x):
         return "-"
+    if abs(float(f"{x:.3g}")) >= 1e15:  # past 999T a suffix no longer helps: '1e+30', not '1e+18T'
+        return f"{x:.3g}"
     for i, (div, suf) in enumerate(_UNITS):
         if abs(x) >= div or div == 1.0:
             if i > 0 and abs(float(f"{x / div:.3g}")) >= 1000:  # rounds up into the next unit

@@ -32,7 +32,9 @@ def test_parse_int_and_lists():
 @pytest.mark.parametrize("x,text", [(175e9, "175B"), (1.3e9, "1.3B"), (84_934_656, "84.9M"), (12_345, "12.3K"),
                                     (999, "999"), (1e12, "1T"), (None, "-"), (float("nan"), "-"),
                                     # the unit is chosen after rounding to 3 digits (was '1e+03K', '1e+03')
-                                    (999_999.99, "1M"), (999.9, "1K"), (999.4, "999")])
+                                    (999_999.99, "1M"), (999.9, "1K"), (999.4, "999"),
+                                    # past 999T: scientific, not '1e+18T' (fresh-user check, query --params 1e30)
+                                    (999e12, "999T"), (999.9e12, "1e+15"), (1e30, "1e+30"), (-2.5e16, "-2.5e+16")])
 def test_format_count(x, text):
     assert format_count(x) == text
 
