@@ -339,10 +339,13 @@ def test_a_jobs_child_dies_with_its_sigkilled_parent(tmp_path):
         pytest.fail("the child outlived its SIGKILLed parent by 30 s")
 
 
-def test_jobs_children_are_told_their_parent(tmp_path, monkeypatch):
+@pytest.fixture
+def child_commands(monkeypatch):
+    """The command lines of the --jobs children run_local_jobs starts, on 2 cores; each child
+    reports an empty sweep at once and this process trains nothing."""
     seen = []
 
-    class P:  # a child worker that reports an empty sweep at once
+    class P:
         returncode = 0
 
         def __init__(self, cmd, **kw):
@@ -357,30 +360,18 @@ def test_jobs_children_are_told_their_parent(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_sweep", lambda preset, results, **kw: runner.SweepReport(
         preset="smoke", results=str(results), groups={}, worker=0, num_workers=2, total=0))
     monkeypatch.setattr(runner, "_recount", lambda *a: None)
+    return seen
+
+
+def test_jobs_children_are_told_their_parent(tmp_path, child_commands):
     runner.run_local_jobs(SMOKE, tmp_path, ["--preset", "smoke"], jobs=2, log=lambda m: None)
-    (cmd,) = seen
+    (cmd,) = child_commands
     assert cmd[cmd.index("--parent-pid") + 1] == str(os.getpid())
 
 
-def test_jobs_beyond_the_runs_or_the_cores_are_capped_with_one_line(tmp_path, monkeypatch):
+def test_jobs_beyond_the_runs_or_the_cores_are_capped_with_one_line(tmp_path, child_commands):
     # Issue 24: `sweep --jobs 999` started 998 worker processes for 8 runs on 2 cores.
-    seen, said = [], []
-
-    class P:
-        returncode = 0
-
-        def __init__(self, cmd, **kw):
-            seen.append(cmd)
-
-        def communicate(self):
-            return (json.dumps({"trained": [], "failed": [], "busy": []}), "")
-
-    monkeypatch.setattr("subprocess.Popen", P)
-    monkeypatch.setattr(runner, "core_sets", lambda jobs: None)
-    monkeypatch.setattr(runner, "_cores", lambda: 2)
-    monkeypatch.setattr(runner, "run_sweep", lambda preset, results, **kw: runner.SweepReport(
-        preset="smoke", results=str(results), groups={}, worker=0, num_workers=2, total=0))
-    monkeypatch.setattr(runner, "_recount", lambda *a: None)
+    seen, said = child_commands, []
     runner.run_local_jobs(SMOKE, tmp_path, ["--preset", "smoke"], jobs=999, log=said.append)
     assert len(seen) == 1  # this process and one child: 2 workers on 2 cores
     assert said == ["[sweep smoke] --jobs 999 is more than the preset's 8 runs and this machine's 2 cores: "
