@@ -80,7 +80,15 @@ from typing import Any
 
 from depthwidth import storage
 from depthwidth.errors import UserError
-from depthwidth.storage import json_text, unique_sibling, write_atomic  # noqa: F401 -- this module's API since before storage had them
+from depthwidth.storage import (  # noqa: F401 -- this module's API since before storage had them
+    SAME_RTOL,
+    json_text,
+    same_within,
+    unique_sibling,
+    write_atomic,
+    write_if_changed,
+    write_json_if_changed,
+)
 from depthwidth.theory.accounting import param_counts
 
 SCHEMA = 1
@@ -330,52 +338,6 @@ def run_dir(results: str | Path, run_id: str) -> Path:
 def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) -> bool:
     """:func:`write_atomic` of ``obj`` as :func:`json_text`."""
     return write_atomic(path, json_text(obj), exclusive=exclusive)
-
-
-def write_if_changed(path: str | Path, data: bytes | str) -> bool:
-    """:func:`write_atomic` unless ``path`` already holds exactly ``data``; True when written.
-
-    Why: regenerating a tracked file (``summary.json``, ``fit.json``) from unchanged records
-    must leave it untouched, mtime included, not rewrite it."""
-    raw = data.encode() if isinstance(data, str) else data
-    try:
-        if storage.path(path).read_bytes() == raw:
-            return False
-    except OSError:  # absent or unreadable: write it
-        pass
-    return write_atomic(path, raw)
-
-
-# Relative tolerance under which two stored results are the same result: float sums whose order
-# a CPU's SIMD width or a BLAS build chooses differ in the last bit or two (~1e-16), and a
-# committed fit must not change because it was regenerated on another machine.
-SAME_RTOL = 1e-12
-
-
-def same_within(a: Any, b: Any, rtol: float = SAME_RTOL) -> bool:
-    """Whether two parsed JSON values are equal, floats within ``rtol`` (relative; exact at 0):
-    same keys, lengths, strings, booleans and None, numbers within tolerance."""
-    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
-        return a == b and type(a) is type(b)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(a, b, rel_tol=rtol, abs_tol=0.0)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_within(a[k], b[k], rtol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_within(x, y, rtol) for x, y in zip(a, b))
-    return False
-
-
-def write_json_if_changed(path: str | Path, obj: Any, rtol: float = SAME_RTOL) -> bool:
-    """:func:`write_if_changed` of ``obj`` as :func:`json_text`, also leaving ``path`` alone when
-    it holds the same result up to ``rtol`` (:func:`same_within`): a fit regenerated on another
-    CPU keeps its committed bytes. True when written."""
-    try:
-        if same_within(json.loads(storage.path(path).read_text()), obj, rtol):
-            return False
-    except (OSError, ValueError):  # absent, unreadable or not JSON: write it
-        pass
-    return write_if_changed(path, json_text(obj))
 
 
 def relative_to(path: str | Path, base_dir: str | Path) -> str:

@@ -6,10 +6,18 @@ checkpoints, the results table): :class:`ResultsStore` for a local or mounted pa
 :class:`UrlResultsStore` for a URL. The store knows the directory's layout (:data:`RUNS` and
 the file names below) and the operations whose implementation differs between the two: an
 atomic write, an exclusive create, reading a claim, listing runs, and appending to a log.
-Any other file (a fit, a figure, a summary) is turned into a path with :func:`path`: a local
-path stays a :class:`pathlib.Path`; a URL becomes a :class:`upath.UPath` (universal_pathlib,
-the pathlib API over fsspec), so the same ``/``, ``exists``, ``read_text``, ``glob`` and
-``open`` work on object storage, and :func:`write_atomic` writes it.
+The files derived from the records (a fit, its estimator table, a summary, a figure) are written
+through a store as well: the store of the directory they go to (:func:`open_results`, or
+:func:`store_of_file` for one named file such as ``fit --out``), whose
+:meth:`~ResultsStore.write_if_changed` and :meth:`~ResultsStore.write_json_if_changed` leave a
+file that already holds the same result untouched (a regenerated committed file keeps its bytes
+and its mtime); :func:`read_bytes` / :func:`read_text` read one named file the same way. Under
+the stores, :func:`path` turns a location into a path object: a local path stays a
+:class:`pathlib.Path`; a URL becomes a :class:`upath.UPath` (universal_pathlib, the pathlib API
+over fsspec), so the same ``/``, ``exists``, ``read_text``, ``glob`` and ``open`` work on
+object storage. Orbax checkpoints and tracker files, which their libraries write themselves, are
+the exception: the store only says where they go (:meth:`ResultsStore.checkpoint_dir`,
+:func:`scratch_dir`).
 
 Three things an object store does not have, and what this package does instead:
 
@@ -47,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -297,6 +306,26 @@ def _write_url(p, raw: bytes, exclusive: bool) -> bool:
     return True
 
 
+# Relative tolerance under which two stored results are the same result: float sums whose order
+# a CPU's SIMD width or a BLAS build chooses differ in the last bit or two (~1e-16), and a
+# committed fit must not change because it was regenerated on another machine.
+SAME_RTOL = 1e-12
+
+
+def same_within(a: Any, b: Any, rtol: float = SAME_RTOL) -> bool:
+    """Whether two parsed JSON values are equal, floats within ``rtol`` (relative; exact at 0):
+    same keys, lengths, strings, booleans and None, numbers within tolerance."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
+        return a == b and type(a) is type(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=0.0)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_within(a[k], b[k], rtol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_within(x, y, rtol) for x, y in zip(a, b))
+    return False
+
+
 # ------------------------------------------------------------------------------ the results store
 
 # Layout of a results directory (field by field in depthwidth.records' module doc)
@@ -358,6 +387,38 @@ class ResultsStore:
     # -- files
     def exists(self, rel: str) -> bool:
         return self.path(rel).exists()
+
+    def read_bytes(self, rel: str) -> bytes:
+        """The bytes of ``rel``. Raises OSError (FileNotFoundError when it is missing)."""
+        return self.path(rel).read_bytes()
+
+    def read_text(self, rel: str) -> str:
+        """The text of ``rel`` (UTF-8). Raises OSError (FileNotFoundError when it is missing)."""
+        return self.read_bytes(rel).decode()
+
+    def write_if_changed(self, rel: str, data: bytes | str) -> bool:
+        """:meth:`write` unless ``rel`` already holds exactly ``data``; True when written.
+
+        Why: regenerating a tracked file (``summary.json``, ``fit.json``, a figure) from
+        unchanged records must leave it untouched, mtime included, not rewrite it."""
+        raw = data.encode() if isinstance(data, str) else data
+        try:
+            if self.read_bytes(rel) == raw:
+                return False
+        except OSError:  # absent or unreadable: write it
+            pass
+        return self.write(rel, raw)
+
+    def write_json_if_changed(self, rel: str, obj: Any, rtol: float = SAME_RTOL) -> bool:
+        """:meth:`write_if_changed` of ``obj`` as :func:`json_text`, also leaving ``rel`` alone
+        when it holds the same result up to ``rtol`` (:func:`same_within`): a fit regenerated on
+        another CPU keeps its committed bytes. True when written."""
+        try:
+            if same_within(json.loads(self.read_bytes(rel)), obj, rtol):
+                return False
+        except (OSError, ValueError):  # absent, unreadable or not JSON: write it
+            pass
+        return self.write_if_changed(rel, json_text(obj))
 
     def write(self, rel: str, data: bytes | str, *, exclusive: bool = False) -> bool:
         """:func:`write_atomic` of ``data`` at ``rel``; True when written (False: ``exclusive`` and it exists)."""
@@ -474,3 +535,40 @@ def open_results(root: Any) -> ResultsStore:
     if isinstance(root, ResultsStore):
         return root
     return UrlResultsStore(root) if is_url(root) else ResultsStore(root)
+
+
+def store_of_file(p: Any) -> tuple[ResultsStore, str]:
+    """The store of the directory holding the file ``p``, and ``p``'s name in it: how a file
+    named on its own (``fit --out FILE``, ``--fit FILE``) is read and written through a store.
+    ``"fit.json"`` is ``(store of ".", "fit.json")``; ``gs://b/x/fit.json`` is
+    ``(store of "gs://b/x", "fit.json")``. Raises UserError as :func:`path` does."""
+    s = str(p)
+    if is_url(s):
+        parent, _, name = s.rstrip("/").rpartition("/")
+        return open_results(parent), name
+    q = Path(p)
+    return open_results(q.parent), q.name
+
+
+def read_bytes(p: Any) -> bytes:
+    """The bytes of the file ``p`` (a path or URL), read through its store (:func:`store_of_file`).
+    Raises OSError (FileNotFoundError when missing), UserError as :func:`path` does."""
+    store, name = store_of_file(p)
+    return store.read_bytes(name)
+
+
+def read_text(p: Any) -> str:
+    """:func:`read_bytes` decoded as UTF-8."""
+    return read_bytes(p).decode()
+
+
+def write_if_changed(p: Any, data: bytes | str) -> bool:
+    """:meth:`ResultsStore.write_if_changed` of the file ``p`` (a path or URL) through its store."""
+    store, name = store_of_file(p)
+    return store.write_if_changed(name, data)
+
+
+def write_json_if_changed(p: Any, obj: Any, rtol: float = SAME_RTOL) -> bool:
+    """:meth:`ResultsStore.write_json_if_changed` of the file ``p`` (a path or URL) through its store."""
+    store, name = store_of_file(p)
+    return store.write_json_if_changed(name, obj, rtol)

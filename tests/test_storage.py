@@ -148,6 +148,30 @@ def test_the_results_store_has_one_layout_and_the_same_behaviour_on_both_backend
     assert store.path(f"{storage.RUNS}/b/{storage.LOG}").read_text() == '{"step": 1}\n{"step": 2}\n'
 
 
+@pytest.mark.parametrize("where", ["local", "memory://derived"])
+def test_derived_files_go_through_a_store_and_an_unchanged_result_is_not_rewritten(tmp_path, where):
+    """A fit, a summary or a figure (any file derived from the records) is written with the
+    store's write_if_changed / write_json_if_changed; a file named on its own (fit --out) gets
+    the store of its directory. Same bytes, or the same JSON up to SAME_RTOL: not rewritten."""
+    root = str(tmp_path / "out") if where == "local" else where
+    store, name = storage.store_of_file(f"{root}/fit.json")
+    assert (store.location.rstrip("/"), name) == (root, "fit.json")
+    assert storage.store_of_file("fit.json")[0].root == storage.path(".")
+    fit = {"law": {"a": 3.09, "b": 0.184}, "n": 3}
+    assert storage.write_json_if_changed(f"{root}/fit.json", fit) is True
+    assert storage.read_text(f"{root}/fit.json") == storage.json_text(fit)
+    # another CPU's last bits: the same result, bytes kept; a changed result: written
+    assert store.write_json_if_changed("fit.json", {**fit, "law": {"a": 3.09 * (1 + 1e-15), "b": 0.184}}) is False
+    assert storage.read_bytes(f"{root}/fit.json") == storage.json_text(fit).encode()
+    assert store.write_json_if_changed("fit.json", {**fit, "n": 4}) is True
+    assert json.loads(store.read_text("fit.json"))["n"] == 4
+    assert store.write_if_changed("figures/f.png", b"\x89PNG") is True
+    assert store.write_if_changed("figures/f.png", b"\x89PNG") is False
+    assert store.read_bytes("figures/f.png") == b"\x89PNG"
+    with pytest.raises(FileNotFoundError):
+        store.read_bytes("nothing.json")
+
+
 def test_urls_are_normalised_or_refused_when_they_are_ambiguous(tmp_path):
     assert storage.path("FILE:///tmp/x").protocol == "file"  # fsspec's protocols are lower case
     with pytest.raises(UserError, match="needs an absolute path .* names host 'rel'"):

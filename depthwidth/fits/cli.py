@@ -19,7 +19,6 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
-from depthwidth.records import write_json_if_changed
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
 
 
@@ -290,9 +289,6 @@ def _predict(args: argparse.Namespace) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits import predict as P
 
-    # looked up at call time: tests replace it with monkeypatch
-    from depthwidth.records import json_text, write_atomic
-
     fit = load_fit_file(args.fit)
     if args.check is not None:
         if args.pairs or args.out:
@@ -305,10 +301,11 @@ def _predict(args: argparse.Namespace) -> int:
     if not args.pairs or not args.out:
         raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
     pairs = P.parse_pairs(args.pairs)
-    raw = storage.path(args.fit).read_bytes()
+    raw = storage.read_bytes(args.fit)
     out = P.predict(fit, str(args.fit), raw, pairs)
     # A pre-registered prediction is never replaced in place: write it once.
-    if not write_atomic(args.out, json_text(out), exclusive=True):
+    store, name = storage.store_of_file(args.out)
+    if not store.write(name, storage.json_text(out), exclusive=True):
         raise UserError(f"{args.out} exists: a prediction is written once (choose another --out)")
     lw = out["fit"]["law"]
     text = form_of_formula(lw["form"], str(args.fit)).describe(f"{lw['a']:.4f}", f"{lw['b']:.4f}")
@@ -383,7 +380,7 @@ def _fit(args: argparse.Namespace) -> int:
         est = estimator_table(lambda s: table if s is None else load_table(
             args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr), options, fit)
         est_out = estimators_path(str(out))
-        write_json_if_changed(est_out, est)
+        storage.write_json_if_changed(est_out, est)
         extra["estimators"], extra["estimators_out"] = est, est_out
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if pred is not None:
@@ -392,7 +389,7 @@ def _fit(args: argparse.Namespace) -> int:
 
         extra["verdicts"] = verdict(pred, fit)
         extra_text += format_verdicts(extra["verdicts"], args.prediction, str(out))
-    write_json_if_changed(out, stored_fit(fit, out))  # the same fit up to the last bits: its bytes kept
+    storage.write_json_if_changed(out, stored_fit(fit, out))  # the same fit up to the last bits: its bytes kept
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out), **extra}, "\n".join([_fit_text(fit, out), *extra_text]))
     return 0

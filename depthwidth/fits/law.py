@@ -223,8 +223,7 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
 def load_fit_file(path: str | Path) -> dict[str, Any]:
     """Read a fit JSON file as a dict; UserError (one line) if missing or not JSON."""
     try:
-        with storage.path(path).open() as fh:
-            return json.load(fh)
+        return json.loads(storage.read_bytes(path))
     except FileNotFoundError:
         raise UserError(f"fit file not found: {path} (built-in laws: {', '.join(BUILTIN_LAWS)})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -139,7 +139,7 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
     try:
-        d = json.loads(storage.path(path).read_text())
+        d = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
         raise UserError(f"prediction file not found: {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

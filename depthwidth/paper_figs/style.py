@@ -8,6 +8,7 @@ gives the same bytes.
 
 from __future__ import annotations
 
+import io
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,25 +83,27 @@ def figure_style():
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf``; close it; return both
-    paths. Metadata that would change from run to run (creation date, software) is dropped."""
+    """Write ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf`` through the store of
+    ``out_dir`` (:func:`depthwidth.storage.open_results`; a local path or a URL); close it;
+    return both paths. Metadata that would change from run to run (creation date, software) is
+    dropped, so a figure redrawn from the same records has the same bytes, and a file that
+    already holds them is left untouched (:meth:`~depthwidth.storage.ResultsStore.write_if_changed`)."""
     # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
 
     # matplotlib: ~0.9 s at import; only figure drawing pays it
     from matplotlib.legend import Legend
 
-    out = storage.path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    store = storage.open_results(out_dir)
     # A second legend added with ax.add_artist is not in the tight bounding box by default, and
     # an explicit list replaces the default one, so pass both.
     extra = fig.get_default_bbox_extra_artists()
     extra += [c for ax in fig.axes for c in ax.get_children() if isinstance(c, Legend) and c not in extra]
-    kw = {"bbox_extra_artists": extra}
-    for p, fmt, meta in ((paths[0], "png", {"Software": None}),
-                         (paths[1], "pdf", {"CreationDate": None, "Creator": None, "Producer": None})):
-        with p.open("wb") as fh:  # a file object: the same call for a local path and a URL
-            fig.savefig(fh, format=fmt, metadata=meta, **kw)
+    paths = []
+    for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Creator": None, "Producer": None})):
+        buf = io.BytesIO()  # rendered whole, then written in one atomic write (a rename, or one PUT)
+        fig.savefig(buf, format=fmt, metadata=meta, bbox_extra_artists=extra)
+        store.write_if_changed(f"{name}.{fmt}", buf.getvalue())
+        paths.append(store.path(f"{name}.{fmt}"))
     plt.close(fig)
     return paths

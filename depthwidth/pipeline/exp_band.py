@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
 from depthwidth.fits import options
-from depthwidth.records import json_text, write_if_changed
 from depthwidth.units import format_count, parse_float, parse_int
 
 HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in percent and as a parameter multiplier"
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     table = band.merged_table([args.results, *opts["with"]])
     result = band.analyse(table, opts["budgets"], tolerance=opts["tolerance"], window=opts["window"],
                           n_boot=opts["n_boot"])
-    write_if_changed(Path(args.results) / ANALYSIS, json_text(result))
+    storage.open_results(args.results).write_if_changed(ANALYSIS, storage.json_text(result))
     figures: list[str] = []
     if not args.no_figure:
         # loaded when the command runs: building the parser (--help, query) stays < 0.5 s

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from depthwidth import records
+from depthwidth import records, storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
 from depthwidth.units import format_count, parse_int
@@ -97,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
     ids = {kinds.unit_id(latency.KIND, s.to_dict()) for s in specs}
     stored = records.records_of_kind(args.results, latency.KIND)
     groups = fit.summarize(fit.latency_rows([r for r in stored if r["run_id"] in ids]))  # this command's units
-    model_path = Path(args.results) / MODEL_FILE  # every stored group's model, for a later query
     models = [g["model"] for g in fit.summarize(fit.latency_rows(stored)) if g["model"]]
-    records.write_if_changed(model_path, records.json_text(
+    store = storage.open_results(args.results)
+    store.write_if_changed(MODEL_FILE, storage.json_text(  # every stored group's model, for a later query
         {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models}))
     if args.no_figure:
         figures = []
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         figures = draw(groups, args.out or str(Path(args.results) / "figures"))
     out = {"results": str(args.results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
-           "groups": groups, "model_file": str(model_path), "figures": figures}
+           "groups": groups, "model_file": str(store.path(MODEL_FILE)), "figures": figures}
     emit(args, out, _text(out))
     return 0
 

@@ -52,7 +52,6 @@ two layers are siblings that never import each other (ARCHITECTURE.md). The ``sw
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 from typing import Any
@@ -166,11 +165,12 @@ def unfinished_cells(preset, table) -> list[tuple[int, int]]:
 
     recorded = set(table.runs["run_id"])
     cells = {(int(L), int(d)) for L, d in zip(table.cells["n_layer"], table.cells["d_model"])}
+    store = storage.open_results(table.results)
     for rid in table.unfinished:
-        try:
-            m = json.loads((storage.path(table.results) / "runs" / rid / "config.json").read_text())["config"]["model"]
+        try:  # read_json: None when missing, Ellipsis when unreadable; both fail the lookup below
+            m = store.read_json(f"{storage.RUNS}/{rid}/{storage.CONFIG}")["config"]["model"]
             cell = (int(m["n_layer"]), int(m["d_model"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             continue  # not a run this module can read: the runner reports it
         if rid in {pin_corpus(r).run_id() for r in cell_configs(preset, [cell])}:  # this preset's run
             cells.add(cell)

@@ -4,7 +4,9 @@
 by default :class:`~depthwidth.experiments.executors.InProcess`: finished runs are skipped), then for each corpus of the preset fits the transition points and
 the law ln d_x = a + b·L (:func:`depthwidth.fits.lawfit.build_fit`, written as ``fit.json``),
 draws the figures (:func:`depthwidth.paper_figs.make_all`, into ``figures/``) and writes
-``summary.json`` and ``summary.md`` (what they compare: :mod:`depthwidth.pipeline.summary`).
+``summary.json`` and ``summary.md`` (what they compare: :mod:`depthwidth.pipeline.summary`),
+all through the output directory's store (:func:`depthwidth.storage.open_results`), which
+leaves a file that already holds the same result untouched.
 
 Output layout (``OUT`` = ``--out``, default the results directory): a one-corpus preset writes
 ``OUT/fit.json``, ``OUT/figures/``, ``OUT/summary.{json,md}``, the places ``depthwidth fit``
@@ -24,7 +26,7 @@ from depthwidth.fits.lawfit import build_fit, stored_fit
 from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs import make_all
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
-from depthwidth.records import relative_to, write_if_changed, write_json_if_changed
+from depthwidth.records import relative_to
 
 if TYPE_CHECKING:  # the runner is imported when a sweep runs: not by every CLI start (depthwidth.cli)
     from depthwidth.experiments.executors import Executor
@@ -71,9 +73,10 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
                            out_root)
     # Written only when their content changed (floats beyond the last bits another CPU's sums
     # move: records.SAME_RTOL): a rerun over finished records touches nothing tracked.
-    write_json_if_changed(out_root / "summary.json", stored)
+    store = storage.open_results(out_root)
+    store.write_json_if_changed("summary.json", stored)
     summary["wall_s"] = time.perf_counter() - t0
-    write_if_changed(out_root / "summary.md", summary_markdown(summary))
+    store.write_if_changed("summary.md", summary_markdown(summary))
     return summary
 
 
@@ -102,8 +105,9 @@ def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: boo
     fit = fit_error = fit_path = None
     try:
         fit = build_fit(load_table(results), **options.kwargs())
-        fit_path = str(out_dir / "fit.json")
-        write_json_if_changed(fit_path, stored_fit(fit, fit_path))
+        store = storage.open_results(out_dir)
+        fit_path = str(store.path("fit.json"))
+        store.write_json_if_changed("fit.json", stored_fit(fit, fit_path))
     except UserError as e:  # say so, draw what can be drawn
         fit_error = str(e)
     figs: list[str] = []
