@@ -112,7 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
                                    "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
     g = q.add_mutually_exclusive_group(required=True)
-    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T")
+    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T; from the size at "
+                                    "which one layer is optimal (319K for levine2020) up to 1e15, 1,000x the 1T "
+                                    "the paper extrapolates to (larger budgets are refused)")
     g.add_argument("--layers", help="depth(s): the size at which each is optimal (or, with --width, a verdict)")
     g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts")
     q.add_argument("--width", help="with one --layers value: width d_x of the shape to judge")
