@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from depthwidth import storage
@@ -21,6 +22,17 @@ from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
 from depthwidth.records import write_json_if_changed
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
+
+
+def _check_out_dir(out: str, flag: str = "--out") -> None:
+    """Refuse an output file whose local directory is missing, before any work, as most tools do
+    (a typo would otherwise create a tree); a URL names an object store, which has no directories."""
+    if storage.is_url(out):
+        return
+    parent = Path(out).parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {out}: " + (f"{parent} is not a directory" if parent.exists()
+                                             else f"directory {parent} does not exist (create it first)"))
 
 
 def _other_b_intervals(law: dict) -> list[str]:
@@ -306,6 +318,7 @@ def _predict(args: argparse.Namespace) -> int:
         return 0
     if not args.pairs or not args.out:
         raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
+    _check_out_dir(args.out)
     pairs = P.parse_pairs(args.pairs)
     raw = storage.path(args.fit).read_bytes()
     out = P.predict(fit, str(args.fit), raw, pairs)
@@ -362,6 +375,8 @@ def _fit(args: argparse.Namespace) -> int:
     for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr)):
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
+    if args.out:  # also the directory of --estimators' table, written beside it (estimators_path)
+        _check_out_dir(args.out)
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
     if args.estimators and (args.curve, args.crossing) != ("pchip", "last"):
         raise UserError("--estimators compares other curves and crossings with the default fit: drop --curve/--crossing")
