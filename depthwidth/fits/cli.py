@@ -178,13 +178,30 @@ def _notes(law, results: list[dict[str, Any]]) -> list[str]:
     if law.ci_note and all(r.get("ci") is None for r in results):
         notes.append(f"note: {law.ci_note}")
     elif "(cov: " in law.source:  # a fit file's law: say which covariance the intervals used
-        notes.append("intervals: " + law.source[law.source.index("(cov: ") + 1:-1].replace("cov:", "covariance"))
+        notes.append(_intervals_line(law.source.partition("(cov: ")[2].rstrip(")"), results))
         # an interval shown as "-" although the law has a covariance: say why (it was only in --json)
         notes += sorted({f"note: {r['ci_note']}" for r in results if r.get("ci") and r.get("ci_note")})
     if any(r.get("extrapolated") for r in results) and law.depth_range:
         lo, hi = law.depth_range
         notes.append(f"* extrapolated: depth outside the law's data range {lo:.3g}-{hi:.3g} layers")
     return notes
+
+
+# What each --cov covariance of (a, b) is (fits.law.law_from_fit_dict), in words.
+_COV_WORDS = {"absolute": "the fit's absolute covariance (the points' error bars alone)",
+              "scaled": "the fit's covariance x max(1, chi2_red)",
+              "bootstrap": "the covariance of the fit's bootstrap refits"}
+
+
+def _intervals_line(cov_used: str, results: list[dict[str, Any]]) -> str:
+    """One line saying how the intervals were drawn, from the Law's ``(cov: ...)`` tag: e.g.
+    "absolute, auto", "scaled, auto: chi2_red 4 > 1" or "bootstrap" (chosen with --cov)."""
+    kind, _, auto = cov_used.partition(", ")
+    level = next((f"{r['ci']['level']:.0%} " for r in results if r.get("ci")), "")
+    chi2 = auto.partition("chi2_red ")[2].split(" ")[0]
+    why = (f"; --cov auto takes that one when chi2_red > 1 (here {chi2}: the points scatter more than their "
+           "error bars)" if chi2 else "; --cov auto takes that one unless chi2_red > 1" if auto else f", as --cov {kind} asks")
+    return f"intervals: {level}Monte Carlo, (a, b) drawn from a normal with {_COV_WORDS.get(kind, kind)}{why}"
 
 
 def _star(r: dict[str, Any]) -> str:

@@ -210,12 +210,23 @@ def test_query_intervals_widen_with_a_poor_fit_by_default(tmp_path, capsys):
     lo, hi = auto["ci"]["optimal_depth"]
     alo, ahi = absolute["ci"]["optimal_depth"]
     assert lo < alo and hi > ahi
+    # fresh-user check: the line read "intervals: covariance scaled, auto: chi2_red 4 > 1"
     main(["query", "--params", "1M", "--fit", poor])
-    assert "intervals: covariance scaled, auto: chi2_red 4 > 1" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        "intervals: 95% Monte Carlo, (a, b) drawn from a normal with the fit's covariance x max(1, chi2_red); "
+        "--cov auto takes that one when chi2_red > 1 (here 4: the points scatter more than their error bars)")
     # A good fit (chi2_red <= 1) keeps the absolute covariance.
     good = _fit_file(tmp_path, 0.5)
     assert query_json(capsys, "--params", "1M", "--fit", good)["ci"] == \
         query_json(capsys, "--params", "1M", "--fit", good, "--cov", "absolute")["ci"]
+    main(["query", "--params", "1M", "--fit", good, "--ci-level", "0.9"])
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        "intervals: 90% Monte Carlo, (a, b) drawn from a normal with the fit's absolute covariance (the points' "
+        "error bars alone); --cov auto takes that one unless chi2_red > 1")
+    main(["query", "--layers", "4", "--fit", poor, "--cov", "absolute"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "intervals: 95% Monte Carlo, (a, b) drawn from a normal with the fit's absolute covariance (the points' "
+        "error bars alone), as --cov absolute asks")
 
 
 def test_the_rounding_multiple_shrinks_to_a_quarter_of_a_small_width():
