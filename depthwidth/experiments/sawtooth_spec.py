@@ -2,7 +2,7 @@
 trains and measures it): the architectures, their hidden widths for target depth k, and
 :class:`SawtoothSpec`. Kept apart, without numpy, because ``depthwidth exp sawtooth`` builds its
 flags from it whenever the CLI's parser is built: importing sawtooth_train there loaded numpy for
-every command, ``depthwidth query`` included (0.47 -> 0.29 s wall, measured).
+every command, ``depthwidth query`` included (0.51 -> 0.31 s wall, measured).
 """
 
 from __future__ import annotations

@@ -12,5 +12,5 @@ refinement, which alternates fitting and training.
 Every layer below it (experiments, fits, paper_figs, records) is imported here, and nothing
 below imports this package (ARCHITECTURE.md). Like the other subpackages' this file imports
 nothing: re-exporting ``run.reproduce`` here loaded numpy (through fits.lawfit) whenever the
-parser was built; without numpy ``depthwidth query`` takes 0.29 s, not 0.47 s (measured).
+parser was built; without numpy ``depthwidth query`` takes 0.31 s, not 0.51 s (measured).
 """

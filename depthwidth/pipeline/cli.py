@@ -84,7 +84,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from depthwidth.pipeline.run import reproduce
 
     # loaded when the command runs: at the top it loaded numpy (fits.lawfit, fits.transitions)
-    # whenever the parser was built; without numpy `depthwidth query` takes 0.29 s, not 0.47 s
+    # whenever the parser was built; without numpy `depthwidth query` takes 0.31 s, not 0.51 s
     from depthwidth.pipeline.summary import summary_text
 
     preset = load(args)

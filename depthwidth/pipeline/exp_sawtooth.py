@@ -89,7 +89,7 @@ def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds
 
-    # numpy: at the top it loaded for every command, `depthwidth query` 0.47 -> 0.29 s without (measured)
+    # numpy: at the top it loaded for every command, `depthwidth query` 0.51 -> 0.31 s without (measured)
     from depthwidth.experiments.sawtooth_train import construction, train
 
     if isinstance(what, tuple):
