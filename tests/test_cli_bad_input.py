@@ -197,3 +197,34 @@ def test_flags_are_named_in_their_errors(argv, line, tmp_path, monkeypatch, caps
     assert main(argv) == 2
     assert capsys.readouterr().err == line + "\n"
     assert not (tmp_path / "f.json").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["fit", "--results", "results/law-long", "--out", "OUT"],
+    ["fit", "--results", "results/law-long", "--out", "OUT", "--estimators"],  # its table goes beside OUT
+    ["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "--out", "OUT"],
+])
+def test_an_output_file_in_a_missing_directory_is_refused_before_the_work(argv, tmp_path, monkeypatch, capsys):
+    # fresh-user check: fit --out DIR/fit.json silently created DIR (and a typo a whole tree)
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    out = tmp_path / "nodir" / "f.json"
+    assert main([str(out) if a == "OUT" else a for a in argv]) == 2
+    assert capsys.readouterr().err == \
+        f"depthwidth: error: --out {out}: directory {out.parent} does not exist (create it first)\n"
+    (tmp_path / "afile").write_text("x")
+    assert main([str(tmp_path / "afile" / "f.json") if a == "OUT" else a for a in argv]) == 2
+    assert capsys.readouterr().err == \
+        f"depthwidth: error: --out {tmp_path / 'afile' / 'f.json'}: {tmp_path / 'afile'} is not a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_an_output_url_needs_no_directory(monkeypatch, capsys):
+    # an object store has no directories: memory://nodir/... is written as it is
+    from depthwidth import storage
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    url = "memory://out-dir-check/nodir/p.json"
+    assert main(["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "--out", url]) == 0, \
+        capsys.readouterr().err
+    assert storage.path(url).exists()
+    storage.path(url).unlink()

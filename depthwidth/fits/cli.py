@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from depthwidth import storage
@@ -20,6 +21,17 @@ from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formu
 from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
 from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
+
+
+def _check_out_dir(out: str, flag: str = "--out") -> None:
+    """Refuse an output file whose local directory is missing, before any work, as most tools do
+    (a typo would otherwise create a tree); a URL names an object store, which has no directories."""
+    if storage.is_url(out):
+        return
+    parent = Path(out).parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {out}: " + (f"{parent} is not a directory" if parent.exists()
+                                             else f"directory {parent} does not exist (create it first)"))
 
 
 def _other_b_intervals(law: dict) -> list[str]:
@@ -111,7 +123,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
                                    "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
     g = q.add_mutually_exclusive_group(required=True)
-    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T")
+    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T; from the size at "
+                                    "which one layer is optimal (319K for levine2020) up to 1e15, 1,000x the 1T "
+                                    "the paper extrapolates to (larger budgets are refused)")
     g.add_argument("--layers", help="depth(s): the size at which each is optimal (or, with --width, a verdict)")
     g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts")
     q.add_argument("--width", help="with one --layers value: width d_x of the shape to judge")
@@ -163,13 +177,30 @@ def _notes(law, results: list[dict[str, Any]]) -> list[str]:
     if law.ci_note and all(r.get("ci") is None for r in results):
         notes.append(f"note: {law.ci_note}")
     elif "(cov: " in law.source:  # a fit file's law: say which covariance the intervals used
-        notes.append("intervals: " + law.source[law.source.index("(cov: ") + 1:-1].replace("cov:", "covariance"))
+        notes.append(_intervals_line(law.source.partition("(cov: ")[2].rstrip(")"), results))
         # an interval shown as "-" although the law has a covariance: say why (it was only in --json)
         notes += sorted({f"note: {r['ci_note']}" for r in results if r.get("ci") and r.get("ci_note")})
     if any(r.get("extrapolated") for r in results) and law.depth_range:
         lo, hi = law.depth_range
         notes.append(f"* extrapolated: depth outside the law's data range {lo:.3g}-{hi:.3g} layers")
     return notes
+
+
+# What each --cov covariance of (a, b) is (fits.law.law_from_fit_dict), in words.
+_COV_WORDS = {"absolute": "the fit's absolute covariance (the points' error bars alone)",
+              "scaled": "the fit's covariance x max(1, chi2_red)",
+              "bootstrap": "the covariance of the fit's bootstrap refits"}
+
+
+def _intervals_line(cov_used: str, results: list[dict[str, Any]]) -> str:
+    """One line saying how the intervals were drawn, from the Law's ``(cov: ...)`` tag: e.g.
+    "absolute, auto", "scaled, auto: chi2_red 4 > 1" or "bootstrap" (chosen with --cov)."""
+    kind, _, auto = cov_used.partition(", ")
+    level = next((f"{r['ci']['level']:.0%} " for r in results if r.get("ci")), "")
+    chi2 = auto.partition("chi2_red ")[2].split(" ")[0]
+    why = (f"; --cov auto takes that one when chi2_red > 1 (here {chi2}: the points scatter more than their "
+           "error bars)" if chi2 else "; --cov auto takes that one unless chi2_red > 1" if auto else f", as --cov {kind} asks")
+    return f"intervals: {level}Monte Carlo, (a, b) drawn from a normal with {_COV_WORDS.get(kind, kind)}{why}"
 
 
 def _star(r: dict[str, Any]) -> str:
@@ -300,6 +331,7 @@ def _predict(args: argparse.Namespace) -> int:
         return 0
     if not args.pairs or not args.out:
         raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
+    _check_out_dir(args.out)
     pairs = P.parse_pairs(args.pairs)
     raw = storage.read_bytes(args.fit)
     out = P.predict(fit, str(args.fit), raw, pairs)
@@ -357,6 +389,8 @@ def _fit(args: argparse.Namespace) -> int:
     for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr)):
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
+    if args.out:  # also the directory of --estimators' table, written beside it (estimators_path)
+        _check_out_dir(args.out)
     seeds = parse_int_list(args.seeds, name="--seeds", minimum=0) if args.seeds is not None else None
     if args.estimators and (args.curve, args.crossing) != ("pchip", "last"):
         raise UserError("--estimators compares other curves and crossings with the default fit: drop --curve/--crossing")

@@ -53,6 +53,12 @@ _L_MIN = 1e-6  # lower end of the depth bracket (layers); any budget > 0 with V 
 # float whose square (the size 12·L·d²) does not overflow.
 _MAX_LN_WIDTH = 300.0
 
+# The largest budget (parameters) query_budget answers: 1,000x the 1T to which Levine et al. 2020
+# (arXiv 2006.12467, abstract) extrapolate their law fitted on depths 6-48. At 1e15 that law's
+# optimal depth is 153 layers, 3x its deepest trained network; further out the answer is the
+# line stretched past any evidence (1e30 gave 454 layers x 1.4e13 wide), so it is refused.
+MAX_BUDGET = 1e15
+
 
 def _deepest(law: Law) -> str:
     """The deepest depth whose width stays below e^300, as text (a whole number of layers)."""
@@ -247,6 +253,8 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_depth, optimal_width (unrounded floats), non_embedding_params(_exact),
     embedding_params, aspect_ratio (d/L), ci ({level, method, valid_fraction, optimal_depth,
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
+    Raises UserError as optimal_depth does, and for a budget under the size at which one layer is
+    optimal or above :data:`MAX_BUDGET` (1e15 parameters).
     """
     depth = optimal_depth(budget, law, vocab)
     smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab, law.form))
@@ -257,12 +265,10 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
                         f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
                         f"{smallest:.4g} (the size at which one layer is optimal)")
-    if law.ln_width(depth) > _MAX_LN_WIDTH:
-        deepest = math.floor(law.form.depth_at_ln_width(_MAX_LN_WIDTH, law.a, law.b))
-        largest = math.exp(_log_budget(deepest, law.a, law.b, vocab, law.form))
-        raise UserError(f"budget {budget:.4g} is far outside law {law.name}'s range: its optimal depth "
-                        f"{depth:.0f} layers would need a width of e^{law.ln_width(depth):.4g}; give a budget "
-                        f"up to {largest:.4g} (optimal depth {deepest:,} layers)")
+    if budget > MAX_BUDGET:  # also keeps the width far below e^_MAX_LN_WIDTH: d <= sqrt(budget / 12)
+        raise UserError(f"budget {budget:.6g} is above {MAX_BUDGET:.0e} parameters, the largest query answers: "
+                        "1,000x the 1T to which Levine et al. 2020 extrapolate their law (fitted on depths "
+                        "6-48); further out the depth and width would be the line stretched past any evidence")
     width = law_width(depth, law)
     multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {

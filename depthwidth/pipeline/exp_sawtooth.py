@@ -1,7 +1,8 @@
 """``depthwidth exp sawtooth``: train deep and shallow ReLU nets on g^k, count their pieces exactly.
 
 Measure (:mod:`depthwidth.experiments.sawtooth_train`: one record of kind ``sawtooth`` per
-(k, architecture, seed, training settings), plus the two exact constructions per k) → analyse
+(k, architecture, seed, training settings), plus the two exact constructions per k; the units'
+spec from the numpy-free :mod:`depthwidth.experiments.sawtooth_spec`) → analyse
 the stored records (:mod:`depthwidth.fits.sawtooth`) → draw (:mod:`depthwidth.paper_figs.
 sawtooth_fig`) → print. A rerun skips every unit whose record exists.
 """
@@ -17,8 +18,15 @@ from typing import Any
 from depthwidth import hostcpu, records
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.experiments import sawtooth_train as st
-from depthwidth.experiments.sawtooth_train import ARCHS, MAX_K, SawtoothSpec
+from depthwidth.experiments.sawtooth_spec import (
+    ARCHS,
+    CONSTRUCTIONS,
+    EVAL_GRID,
+    MAX_K,
+    SawtoothSpec,
+    check_depth,
+    hidden_widths,
+)
 from depthwidth.units import parse_int, parse_int_list
 
 KIND = "sawtooth"
@@ -53,10 +61,10 @@ def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
 
     depths = parse_int_list(args.depths, name="--depths")
     for k in depths:
-        st.check_depth(k)
+        check_depth(k)
     archs = [a.strip() for a in str(args.archs).split(",") if a.strip()]
-    if not archs or any(a not in st.ARCHS for a in archs):
-        raise UserError(f"--archs must be a comma-separated subset of {','.join(st.ARCHS)}, got {args.archs!r}")
+    if not archs or any(a not in ARCHS for a in archs):
+        raise UserError(f"--archs must be a comma-separated subset of {','.join(ARCHS)}, got {args.archs!r}")
     seeds = parse_int(args.seeds, name="--seeds")
     steps = parse_int(args.steps, name="--steps")
     grid = parse_int(args.grid, name="--grid")
@@ -66,12 +74,12 @@ def units(args: argparse.Namespace) -> list[tuple[str, dict[str, Any], Any]]:
         raise UserError(f"--lr must be a number, got {args.lr!r}") from None
     out = []
     for k in sorted(set(depths)):
-        for c in st.CONSTRUCTIONS:
-            spec = {"k": k, "arch": c, "hidden": st.hidden_widths(k, c), "eval_grid": st.EVAL_GRID}
+        for c in CONSTRUCTIONS:
+            spec = {"k": k, "arch": c, "hidden": hidden_widths(k, c), "eval_grid": EVAL_GRID}
             out.append((kinds.unit_id(KIND, spec), spec, (k, c)))
         for arch in archs:
             for seed in range(seeds):
-                s = st.SawtoothSpec(k, arch, seed=seed, steps=steps, lr=lr, grid=grid)
+                s = SawtoothSpec(k, arch, seed=seed, steps=steps, lr=lr, grid=grid)
                 out.append((kinds.unit_id(KIND, s.to_dict()), s.to_dict(), s))
     return out
 
@@ -81,15 +89,18 @@ def _do_unit(results: Path, spec: dict[str, Any], what: Any, prov: dict[str, Any
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.experiments import kinds
 
+    # numpy: at the top it loaded for every command, `depthwidth query` 0.51 -> 0.31 s without (measured)
+    from depthwidth.experiments.sawtooth_train import construction, train
+
     if isinstance(what, tuple):
         k, arch = what
         t0 = time.perf_counter()
-        m = st.construction(k, arch)
+        m = construction(k, arch)
         seed, steps = None, 0
         m["wall_s"] = time.perf_counter() - t0
     else:
         k, arch, seed, steps = what.k, what.arch, what.seed, what.steps
-        m = st.train(what)
+        m = train(what)
     hidden = spec["hidden"]
     fields = {k_: v for k_, v in m.items() if k_ not in ("params", "wall_s")}
     return kinds.write(results, KIND, spec, status="finished" if m["finite"] else "diverged", provenance=prov,

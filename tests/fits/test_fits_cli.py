@@ -88,7 +88,8 @@ def test_query_vocab_subtracts_embedding(capsys):
     (["query", "--layers", "1e6"], "overflows"),
     (["query", "--shape", "100000x128"], "overflows"),
     (["query", "--params", "10"], "under one layer"),
-    (["query", "--params", "1e300"], "far outside"),  # was answered with 6,032 layers and 150-digit widths
+    (["query", "--params", "1e300"], "above 1e+15 parameters"),  # was answered with 6,032 layers, 150-digit widths
+    (["query", "--params", "1e30"], "above 1e+15 parameters"),  # was answered with 454 layers x 1.4e13 wide
     (["fit", "--results", "/nonexistent/results"], "results directory not found"),
     (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
     # would overwrite RESULTS/fit.json (the fit of all records) with a matched-cell fit
@@ -115,7 +116,8 @@ def test_malformed_fit_files_exit_2(tmp_path, capsys):
 def test_query_path_imports_nothing_heavy():
     # Run the query in a fresh interpreter and list the heavy modules it loaded.
     code = ("import sys; from depthwidth.cli import main; rc = main(['query', '--params', '175B', '--json']); "
-            "print(sorted(m for m in ('pandas', 'matplotlib', 'jax', 'flax', 'torch') if m in sys.modules))")
+            "print(sorted(m for m in ('pandas', 'matplotlib', 'jax', 'flax', 'torch', 'scipy', 'numpy') "
+            "if m in sys.modules))")  # numpy: only for intervals, which the built-in law has none of
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
@@ -162,17 +164,30 @@ def test_the_deepest_depth_the_overflow_message_names_is_accepted(capsys):
     check_depth(named, law)  # the depth it names is accepted
 
 
-def test_the_largest_budget_the_overflow_message_names_is_accepted(capsys):
-    from depthwidth.errors import UserError
-    from depthwidth.fits.law import levine2020
-    from depthwidth.fits.projections import query_budget
+def test_budgets_above_1e15_are_refused_with_the_limit_and_why(capsys):
+    # fresh-user check: --params 1e30 printed a 454-layer, 1.4e13-wide "optimal" model
+    assert main(["query", "--params", "1e30"]) == 2
+    assert capsys.readouterr().err == (
+        "depthwidth: error: budget 1e+30 is above 1e+15 parameters, the largest query answers: 1,000x the 1T "
+        "to which Levine et al. 2020 extrapolate their law (fitted on depths 6-48); further out the depth and "
+        "width would be the line stretched past any evidence\n")
+    assert main(["query", "--params", "1.0001e15"]) == 2 and "budget 1.0001e+15 is above" in capsys.readouterr().err
+    q = query_json(capsys, "--params", "1e15")  # the limit itself is answered
+    assert q["optimal_depth"] == pytest.approx(lambert_depth(1e15), rel=1e-10)
+    assert q["optimal_depth"] == pytest.approx(152.7, abs=0.05)  # the "153 layers" docs/guide/query.md names
 
-    law = levine2020()
-    with pytest.raises(UserError) as e:
-        query_budget(1e300, law)
-    largest = float(str(e.value).rsplit("up to ", 1)[1].split()[0])
-    deepest = math.floor((300.0 - law.a) / law.b)
-    assert query_budget(largest, law)["optimal_depth"] == pytest.approx(deepest, rel=1e-3)
+
+def test_the_params_help_states_the_budget_range(capsys):
+    from depthwidth.fits.law import levine2020
+    from depthwidth.fits.projections import MAX_BUDGET, transition_params
+    from depthwidth.units import format_count
+
+    with pytest.raises(SystemExit):
+        main(["query", "--help"])
+    assert "one layer is optimal (319K for levine2020) up to 1e15," in " ".join(capsys.readouterr().out.split())
+    assert format_count(transition_params(1.0, levine2020())) == "319K" and MAX_BUDGET == 1e15
+    assert main(["query", "--params", "320K"]) == 0
+    assert main(["query", "--params", "318K"]) == 2 and "under one layer" in capsys.readouterr().err
 
 
 def _fit_file(tmp_path, chi2_red, dof=1):
@@ -196,12 +211,23 @@ def test_query_intervals_widen_with_a_poor_fit_by_default(tmp_path, capsys):
     lo, hi = auto["ci"]["optimal_depth"]
     alo, ahi = absolute["ci"]["optimal_depth"]
     assert lo < alo and hi > ahi
+    # fresh-user check: the line read "intervals: covariance scaled, auto: chi2_red 4 > 1"
     main(["query", "--params", "1M", "--fit", poor])
-    assert "intervals: covariance scaled, auto: chi2_red 4 > 1" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        "intervals: 95% Monte Carlo, (a, b) drawn from a normal with the fit's covariance x max(1, chi2_red); "
+        "--cov auto takes that one when chi2_red > 1 (here 4: the points scatter more than their error bars)")
     # A good fit (chi2_red <= 1) keeps the absolute covariance.
     good = _fit_file(tmp_path, 0.5)
     assert query_json(capsys, "--params", "1M", "--fit", good)["ci"] == \
         query_json(capsys, "--params", "1M", "--fit", good, "--cov", "absolute")["ci"]
+    main(["query", "--params", "1M", "--fit", good, "--ci-level", "0.9"])
+    assert capsys.readouterr().out.splitlines()[-2] == (
+        "intervals: 90% Monte Carlo, (a, b) drawn from a normal with the fit's absolute covariance (the points' "
+        "error bars alone); --cov auto takes that one unless chi2_red > 1")
+    main(["query", "--layers", "4", "--fit", poor, "--cov", "absolute"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "intervals: 95% Monte Carlo, (a, b) drawn from a normal with the fit's absolute covariance (the points' "
+        "error bars alone), as --cov absolute asks")
 
 
 def test_the_rounding_multiple_shrinks_to_a_quarter_of_a_small_width():

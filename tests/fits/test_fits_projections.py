@@ -196,5 +196,9 @@ def test_query_of_transition_params_is_identity(law, L, vocab):
         with pytest.raises(UserError, match="under one layer"):
             P.query_budget(N, law, vocab=vocab)
         return
+    if N > P.MAX_BUDGET:  # past any evidence for the law: refused (fresh-user check, --params 1e30)
+        with pytest.raises(UserError, match="above 1e\\+15 parameters"):
+            P.query_budget(N, law, vocab=vocab)
+        return
     q = P.query_budget(N, law, vocab=vocab)
     assert q["optimal_width"] == pytest.approx(P.query_depth(L, law)["transition_width"], rel=1e-8)

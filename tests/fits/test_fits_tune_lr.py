@@ -85,7 +85,8 @@ def test_cli_fit_tune_lr_needs_out_and_stores_dirs_relative_to_the_fit(dirs, tmp
     assert main(["fit", "--results", str(rule), "--tune-lr", str(half)]) != 0
     err = capsys.readouterr().err
     assert "--tune-lr needs --out" in err and len(err.strip().splitlines()) == 1
-    out = tmp_path / "fits" / "tuned.json"
+    out = tmp_path / "fits" / "tuned.json"  # in a directory of its own: the paths it stores are relative to it
+    out.parent.mkdir()  # fit refuses an --out whose directory is missing
     assert main(["fit", "--results", str(rule), "--tune-lr", str(half), "--out", str(out), "--bootstrap", "20"]) == 0
     text = capsys.readouterr().out
     assert "  L2 d32: lr 0.005 of 0.005 (1.4050), 0.01 (1.4550), seeds 0,1\n" in text

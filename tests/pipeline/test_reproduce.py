@@ -11,7 +11,8 @@ from depthwidth.cli import main
 from depthwidth.experiments.executors import InProcess, SweepSettings
 from depthwidth.experiments.presets import load_preset
 from depthwidth.fits.options import FitOptions
-from depthwidth.pipeline import reproduce, summary
+from depthwidth.pipeline import summary
+from depthwidth.pipeline.run import reproduce
 
 
 def test_reproduce_smoke_end_to_end(tmp_path, engine_env, cli_cmd):
