@@ -41,10 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from depthwidth import hostcpu
+from depthwidth import hostcpu, storage
 from depthwidth.data import corpora, splits
 from depthwidth.errors import UserError
-from depthwidth.records import write_json_atomic
 from depthwidth.theory import seprank
 from depthwidth.theory.seprank import MAX_TEMPLATES
 
@@ -347,7 +346,7 @@ def table(shapes=TABLE_SHAPES, *, residual=(False, True), steps: int = 400, seed
 def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "austen", data_dir=None,
                 max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
     """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/trained.json``
-    atomically (:func:`depthwidth.records.write_json_atomic`): {"rows", "method", ...}."""
+    atomically (:meth:`depthwidth.storage.ResultsStore.replace`): {"rows", "method", ...}."""
 
     if Path(out).exists() and not Path(out).is_dir():  # before the table's training runs, not after
         raise UserError(f"--out {out} exists and is not a directory")
@@ -366,5 +365,5 @@ def write_table(out: str, *, steps: int = 400, seed: int = 0, corpus: str = "aus
            "command": "depthwidth seprank-trained --table --out results/seprank",
            "n_positions_trained": spec.n_positions, "n_positions_measured": 2, "steps": steps, "seed": seed,
            "corpus": corpus, "denominators": list(DENOMINATORS), "max_templates": max_templates, "rows": rows}
-    write_json_atomic(Path(out) / "trained.json", doc)
+    storage.open_results(out).replace("trained.json", doc)
     return doc

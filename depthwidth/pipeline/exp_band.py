@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     table = band.merged_table([args.results, *opts["with"]])
     result = band.analyse(table, opts["budgets"], tolerance=opts["tolerance"], window=opts["window"],
                           n_boot=opts["n_boot"])
-    storage.open_results(args.results).write_if_changed(ANALYSIS, storage.json_text(result))
+    storage.open_results(args.results).write_json_if_changed(ANALYSIS, result)  # last bits: storage.SAME_RTOL
     figures: list[str] = []
     if not args.no_figure:
         # loaded when the command runs: building the parser (--help, query) stays < 0.5 s

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from depthwidth import storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
-from depthwidth.records import write_json_atomic
 from depthwidth.units import format_count, parse_int
 
 HELP = "equal-weight shapes (2x96, 8x48, 32x24 at CPU scale) vs halving the budget"
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     res["steps"] = sorted({int(s) for s in table.runs.loc[table.runs["reason"].isna(), "steps"].dropna()})
     res["excluded"] = table.summary()["excluded"]
     res["unfinished"] = table.unfinished
-    write_json_atomic(Path(args.results) / ANALYSIS_FILE, res)
+    storage.open_results(args.results).write_json_if_changed(ANALYSIS_FILE, res)
     if not args.no_figure:
         # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth.paper_figs.triple_fig import draw

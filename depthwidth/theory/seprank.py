@@ -62,14 +62,13 @@ is min(M, rank C), so a rank below M is rank C, the separation rank of f (App. B
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.units import abbreviate
 
@@ -611,15 +610,6 @@ def table_seconds(shapes=TABLE_SHAPES, *, residual=(False, True), max_templates:
     return len(residual) * sum(estimate_seconds(L, d, max_templates=max_templates) for L, d, _ in shapes)
 
 
-def _write_json(path: str, doc: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".table.json.")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def write_table(out: str, *, seed: int = 0, max_templates: int = MAX_TEMPLATES, progress=None) -> dict:
     """Measure :data:`TABLE_SHAPES` (both residual settings) and write ``out/table.json``
     atomically after every row (``complete`` false until the last): {"rows": [...], "method",
@@ -639,13 +629,12 @@ def write_table(out: str, *, seed: int = 0, max_templates: int = MAX_TEMPLATES, 
            "command": "depthwidth theory seprank --table --out results/seprank --allow-long",
            "weight_range": WEIGHT_RANGE, "template_range": TEMPLATE_RANGE, "moduli": list(PRIMES), "draws": DRAWS,
            "n_positions": 2, "seed": seed, "max_templates": max_templates, "complete": False, "rows": []}
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "table.json")
+    store = storage.open_results(out)
 
     def partial(rows):
         doc["rows"] = list(rows)
         doc["complete"] = len(rows) == 2 * len(TABLE_SHAPES)
-        _write_json(path, doc)
+        store.replace("table.json", doc)
 
     table(seed=seed, max_templates=max_templates, progress=progress, partial=partial)
     return doc
