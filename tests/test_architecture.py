@@ -150,6 +150,45 @@ def test_the_orchestrating_functions_are_short(name):
     assert n.end_lineno - n.lineno + 1 <= STEPS_MAX_LINES
 
 
+# The storage seam (ARCHITECTURE.md, "A storage backend"): a file is written by the store
+# (storage.py), whose writes are atomic, umask-respecting and the same on a path and a URL. The
+# corpus cache (data/) is not a results directory: it writes its own downloads.
+WRITES = {"write_text", "write_bytes", "mkstemp", "replace", "dump", "write_atomic", "write_json_atomic"}
+WRITERS = {"storage.py", "records.py", "data/corpora.py", "data/prepare.py"}
+
+
+def _writes(tree: ast.AST):
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in WRITES:
+            base = n.func.value
+            # str.replace / dict-like .replace on a name other than os: not a file write
+            if n.func.attr == "replace" and not (isinstance(base, ast.Name) and base.id == "os"):
+                continue
+            if n.func.attr == "dump" and not (isinstance(base, ast.Name) and base.id in ("json", "pickle")):
+                continue
+            yield n.lineno, n.func.attr
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in WRITES - {"replace", "dump"}:
+            yield n.lineno, n.func.id
+        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in ("open", "fdopen"):
+            modes = [a.value for a in n.args[1:2] + [k.value for k in n.keywords if k.arg == "mode"]
+                     if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if any(set(m) & set("wax+") for m in modes):
+                yield n.lineno, "open"
+
+
+def test_result_files_are_written_only_through_the_store():
+    bad = [f"{path.relative_to(PKG)}:{line} {what}" for path in sorted(PKG.rglob("*.py"))
+           if path.relative_to(PKG).as_posix() not in WRITERS
+           for line, what in _writes(ast.parse(path.read_text()))]
+    assert not bad, f"files written around depthwidth.storage: {bad}"
+
+
+def test_the_write_finder_finds_writes():
+    tree = ast.parse("import os, json\np.write_text('x')\nos.replace(a, b)\njson.dump(d, fh)\n"
+                     "write_atomic(p, b'')\ns.replace('a', 'b')\nopen(p)\nopen(p, 'ab')\np.open(mode='w')\n")
+    assert sorted(w for _, w in _writes(tree)) == ["dump", "open", "open", "replace", "write_atomic", "write_text"]
+
+
 # Loaded inside the functions that need them, never at import (ARCHITECTURE.md, "Start-up"):
 # building the parser (every command's --help, and `query`) must not pay for them.
 # numpy and mpmath too: numpy, loaded through pipeline/__init__, pipeline.summary and exp_sawtooth's

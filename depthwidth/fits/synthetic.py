@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from depthwidth import storage
 from depthwidth.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, form_named
 from depthwidth.fits.law import Law
 from depthwidth.fits.projections import optimal_depth, transition_params
-from depthwidth.records import Record, params_of, run_dir, write_json_atomic, write_record
+from depthwidth.records import Record, params_of, write_record
 from depthwidth.theory.accounting import kaplan_n, width_for_budget
 
 
@@ -125,7 +126,7 @@ def write_synthetic(results: str | Path, surface: Surface = Surface(), *, depths
             n_div += 1
     for k in range(unfinished):
         cfg = _config(depths[0], n_head * (k + 1), n_head, vocab_size, seq_len, 2000 + k)
-        write_json_atomic(run_dir(results, cfg.run_id()) / "config.json", cfg.to_dict())
+        storage.open_results(results).replace(f"{storage.RUNS}/{cfg.run_id()}/{storage.CONFIG}", cfg.to_dict())
     return {"a": surface.a, "b": surface.b, "surface": asdict(surface), "depths": depths,
             "n_records": n_written, "n_diverged": n_div, "n_unfinished": unfinished,
             "true_transitions": truths}
