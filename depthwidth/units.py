@@ -140,3 +140,10 @@ def format_count(x: float | None) -> str:
                 div, suf = _UNITS[i - 1]
             return f"{x / div:.3g}{suf}"
     raise AssertionError("unreachable")
+
+
+def format_level(level: float) -> str:
+    """A confidence level in (0, 1) as a percentage with every digit it was given: 0.95 -> '95%',
+    0.9 -> '90%', 0.9999999 -> '99.99999%' (``f"{level:.0%}"`` would print '100%'). The digits are
+    those of the float's shortest repr, shifted two places, so nothing is rounded."""
+    return f"{(Decimal(repr(float(level))) * 100).normalize():f}%"

@@ -3,7 +3,8 @@
 Every documented command line (``depthwidth ...`` or ``./dw ...``, in a code block or inline
 code) is parsed by the real parser, so an unknown flag or subcommand fails here. The cheap ones
 shown with their output (``$ depthwidth theory|query|fit|lrscan ...`` followed by what it
-printed) are run on the committed records and their output compared line by line. The generated
+printed) are run on the committed records and their output compared line by line; a shown
+``depthwidth: error: ...`` line is a documented refusal, compared with stderr (exit 2). The generated
 parts of the site (docs/_hooks/gen.py) are built from the stored results and checked for real
 values, and no file cites a document the repository does not hold.
 """
@@ -163,6 +164,10 @@ def test_documented_output_matches(argv, shown, tmp_path):
     buf, err = io.StringIO(), io.StringIO()
     with redirect_stdout(buf), redirect_stderr(err):
         rc = main(argv)
+    if shown and shown[0].startswith("depthwidth: error:"):  # a documented refusal: one line, exit 2
+        assert rc == 2 and buf.getvalue() == "", (rc, buf.getvalue())
+        assert err.getvalue().rstrip("\n") == shown[0].rstrip() and len(shown) == 1
+        return
     assert rc == 0, err.getvalue()
     got = buf.getvalue()
     if documented_out:

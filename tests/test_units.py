@@ -5,7 +5,7 @@ import re
 import pytest
 
 from depthwidth.errors import UserError
-from depthwidth.units import format_count, parse_count, parse_int, parse_int_list
+from depthwidth.units import format_count, format_level, parse_count, parse_int, parse_int_list
 
 
 @pytest.mark.parametrize("text,value", [("175e9", 175e9), ("175B", 175e9), ("1.3M", 1.3e6), ("1T", 1e12),
@@ -61,3 +61,10 @@ def test_parse_int_is_exact_above_2_to_the_53():
     assert parse_exact_count("123456789012345678901") == 123456789012345678901
     assert parse_exact_count("2.5") == 2.5
     assert abbreviate(10**300) == "1.0000e+300 (301 digits)" and abbreviate(12345) == "12,345"
+
+
+@pytest.mark.parametrize("level,text", [(0.95, "95%"), (0.9, "90%"), (0.5, "50%"), (0.999, "99.9%"),
+                                        # fresh-user check: --ci-level 0.9999999 was printed "100%"
+                                        (0.9999999, "99.99999%"), (0.05, "5%")])
+def test_format_level_keeps_every_digit(level, text):
+    assert format_level(level) == text

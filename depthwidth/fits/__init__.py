@@ -23,6 +23,7 @@ light):
     law.levine2020(), law.load_law(spec), law.law_from_fit_dict(d, source) -> Law (a form with a, b, cov)
     projections.optimal_depth(N, law, vocab=0), law_width(L, law), transition_params(L, law),
     projections.query_budget / query_depth / query_shape(...) -> dict   (what ``query`` prints)
+    projections.answerable(law, vocab=0) -> {min_budget, max_budget, depth_cap}   the range a query answers
     projections.classify(depth, optimal, tolerance) -> "too deep" | "too wide" | "near optimal"
     synthetic.write_synthetic(results, Surface(...)) -> dict   known-law record.json files
 

@@ -20,7 +20,14 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions
-from depthwidth.units import format_count, parse_count, parse_count_list, parse_int, parse_int_list
+from depthwidth.units import (
+    format_count,
+    format_level,
+    parse_count,
+    parse_count_list,
+    parse_int,
+    parse_int_list,
+)
 
 
 def _check_out_dir(out: str, flag: str = "--out") -> None:
@@ -123,11 +130,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
                                    "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
     g = q.add_mutually_exclusive_group(required=True)
-    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T; from the size at "
-                                    "which one layer is optimal (319K for levine2020) up to 1e15, 1,000x the 1T "
-                                    "the paper extrapolates to (larger budgets are refused)")
-    g.add_argument("--layers", help="depth(s): the size at which each is optimal (or, with --width, a verdict)")
-    g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts")
+    g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T. A law answers budgets "
+                                    "from the size at which one layer is optimal (319,307 for levine2020) up to 1e15 "
+                                    "(1,000x the 1T the paper extrapolates to) and, for a law fitted on depths up to "
+                                    "D, up to the size at which 100*D layers are optimal; others are refused "
+                                    "(docs/guide/query.md)")
+    g.add_argument("--layers", help="depth(s) >= 1: the size at which each is optimal (or, with --width, a verdict); "
+                                    "refused where that size is past the largest budget --params answers")
+    g.add_argument("--shape", help="shape(s) LxD, e.g. 96x12288 or 12x768,24x1024: verdicts; refused where the "
+                                   "size 12*L*D^2 or the depth L is outside what --params and --layers answer")
     q.add_argument("--width", help="with one --layers value: width d_x of the shape to judge")
     q.add_argument("--fit", default="levine2020", help="law: levine2020 (default) or a fit JSON from depthwidth fit")
     q.add_argument("--cov", default="auto",
@@ -151,6 +162,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _w(v: float) -> str:
     """A width for a table: whole units, or 4 significant digits once it is too long to read."""
     return f"{v:.0f}" if abs(v) < 1e7 else f"{v:.4g}"
+
+
+def _ratio(v: float) -> str:
+    """A ratio such as d/L: as a width (:func:`_w`) from 1 on, with 2 significant digits below
+    (0.12, not 0: a log-depth law's optimum can be deeper than it is wide)."""
+    return _w(v) if abs(v) >= 1 else f"{v:.2g}"
 
 
 def _ci_text(ci: dict | None, key: str, fmt) -> str:
@@ -196,7 +213,7 @@ def _intervals_line(cov_used: str, results: list[dict[str, Any]]) -> str:
     """One line saying how the intervals were drawn, from the Law's ``(cov: ...)`` tag: e.g.
     "absolute, auto", "scaled, auto: chi2_red 4 > 1" or "bootstrap" (chosen with --cov)."""
     kind, _, auto = cov_used.partition(", ")
-    level = next((f"{r['ci']['level']:.0%} " for r in results if r.get("ci")), "")
+    level = next((f"{format_level(r['ci']['level'])} " for r in results if r.get("ci")), "")
     chi2 = auto.partition("chi2_red ")[2].split(" ")[0]
     why = (f"; --cov auto takes that one when chi2_red > 1 (here {chi2}: the points scatter more than their "
            "error bars)" if chi2 else "; --cov auto takes that one unless chi2_red > 1" if auto else f", as --cov {kind} asks")
@@ -266,21 +283,21 @@ def _query(args: argparse.Namespace) -> int:
         budgets = parse_count_list(args.params, name="--params")
         res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
         rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']),
-                 _w(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
+                 _ratio(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
                  _ci_text(r["ci"], "optimal_width", _w),
                  f"{r['rounded']['n_layer']}x{_w(r['rounded']['d_model'])} (x{r['rounded']['multiple']})",
                  f"{format_count(r['rounded']['non_embedding_params'] + vocab * r['rounded']['d_model'])}"
                  f" ({r['rounded']['budget_rel_error']:+.1%})"]
                 for r in res]
-        heads = ["budget", "opt. depth", "opt. width", "d/L", f"{level:.0%} CI depth", f"{level:.0%} CI width",
-                 "rounded (multiple)", "its size"]
+        heads = ["budget", "opt. depth", "opt. width", "d/L", f"{format_level(level)} CI depth",
+                 f"{format_level(level)} CI width", "rounded (multiple)", "its size"]
     elif args.layers is not None and args.width is None:
         depths = _depths(args.layers)
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
                  _ci_text(r["ci"], "transition_params", format_count)]
                 + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
-        heads = ["depth", "optimal at N", "width there", f"{level:.0%} CI N"] + (["N incl. vocab"] if vocab else [])
+        heads = ["depth", "optimal at N", "width there", f"{format_level(level)} CI N"] + (["N incl. vocab"] if vocab else [])
     else:
         if args.layers is not None:
             depths = _depths(args.layers)
@@ -296,7 +313,7 @@ def _query(args: argparse.Namespace) -> int:
         rows = [[f"{r['n_layer']:g}x{r['d_model']:g}", format_count(r["budget"]),
                  f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']), f"{r['depth_ratio']:.2f}",
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
-        heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{level:.0%} CI", "verdict"]
+        heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{format_level(level)} CI", "verdict"]
 
     text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
     emit(args, res[0] if len(res) == 1 else res, text)

@@ -53,6 +53,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import FIT_FORMAT, Law, law_from_fit_dict
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION
+from depthwidth.fits.projections import MAX_BUDGET
 from depthwidth.fits.transitions import assigned_depth
 from depthwidth.records import code_is_dirty, code_revision
 
@@ -74,6 +75,18 @@ def n_star(a: float, b: float, L: float, form: LawForm = LINEAR) -> float:
     """N* = 12·L·exp(2·ln d_x(L)) (default form: 12·L·exp(2(a + b·L))): the Kaplan N at which the
     law puts depth L's transition."""
     return 12.0 * L * math.exp(2.0 * form.ln_width(L, a, b))
+
+
+def _check_testable(Ls: int, Ld: int, ln_n: float) -> None:
+    """UserError (one line naming the pair) if the predicted N* = e^ln_n is above
+    :data:`~depthwidth.fits.projections.MAX_BUDGET` (1e15 parameters, the largest budget ``query``
+    answers): no experiment could train models of that size, so the prediction could never be
+    judged. Only the size is bounded, not the depth: a deep pair of modest N* is testable."""
+    if ln_n > math.log(MAX_BUDGET):
+        size = f"{math.exp(ln_n):.3g}" if ln_n < 700 else f"e^{ln_n:.4g}"
+        raise UserError(f"pair ({Ls},{Ld}): predicted N* = {size} parameters, above {MAX_BUDGET:.0e} (the largest budget "
+                        "query answers, 1,000x the 1T to which Levine et al. 2020 extrapolate their law): no experiment "
+                        "could test it; predict shallower pairs")
 
 
 def parse_pairs(items: list[str]) -> list[tuple[int, int]]:
@@ -112,6 +125,7 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
         if (Ls, Ld) in seen:
             raise UserError(f"pair ({Ls},{Ld}) is one the fit {source} was fitted on: nothing to predict")
         L = assigned_depth(Ls, Ld, assign)
+        _check_testable(Ls, Ld, math.log(12.0 * L) + 2.0 * law.ln_width(L))  # in logs: before anything overflows
         ln_n = math.log(n_star(law.a, law.b, L, law.form))
         sigma, sigma_b = _sigma_ln_n(law, L), _sigma_ln_n(law_boot, L)
         by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c), law.form)

@@ -16,6 +16,12 @@ bracketed root finder (mpmath's Anderson-Björck) on ``ln N_tot(L) - ln B`` insi
 bracket (``LawForm.depth_upper``). A law outside its slope rule has no unique optimal depth;
 projections from it raise UserError.
 
+Every query answers only inside the law's answerable range (:func:`answerable`; docs/guide/query.md,
+"What query answers"): budgets from the size at which one layer is optimal up to :data:`MAX_BUDGET`
+(1e15 parameters) and up to the size at which the optimal depth is :data:`MAX_DEPTH_FACTOR` x the
+law's deepest fitted depth; a depth (``query_depth``) or a shape (``query_shape``) is held to the
+same range through the law. Outside it they raise UserError naming the limit.
+
 Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
 (default 4,000 samples, seed 0), every sample projected exactly (vectorised bracketed root
 finder ``scipy.optimize.elementwise.find_root``, scipy >= 1.15; a brentq loop on older scipy),
@@ -39,6 +45,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import Law
 from depthwidth.theory.accounting import kaplan_n, stack_n
+from depthwidth.units import format_level
 
 # Near optimal when the depth is within ±10 % (multiplicatively) of the optimal depth: about one
 # layer at L ≈ 10 and well inside the factor-2 spacing of the doubling pairs that locate the law.
@@ -53,11 +60,113 @@ _L_MIN = 1e-6  # lower end of the depth bracket (layers); any budget > 0 with V 
 # float whose square (the size 12·L·d²) does not overflow.
 _MAX_LN_WIDTH = 300.0
 
-# The largest budget (parameters) query_budget answers: 1,000x the 1T to which Levine et al. 2020
-# (arXiv 2006.12467, abstract) extrapolate their law fitted on depths 6-48. At 1e15 that law's
-# optimal depth is 153 layers, 3x its deepest trained network; further out the answer is the
-# line stretched past any evidence (1e30 gave 454 layers x 1.4e13 wide), so it is refused.
+# The answerable range: one policy for every law and every query (--params, --layers, --shape).
+# A law is asked only where its answer is a model someone could build from the evidence behind it:
+#   from the size at which one layer is optimal (no network has fewer layers),
+#   up to MAX_BUDGET = 1e15 parameters: 1,000x the 1T to which Levine et al. 2020 (arXiv 2006.12467,
+#     abstract) extrapolate their law fitted on depths 6-48. At 1e15 that law's optimal depth is
+#     153 layers, 3x its deepest trained network; further out the answer is the line stretched past
+#     any evidence (1e30 gave 454 layers x 1.4e13 wide), so it is refused;
+#   and up to the budget at which the law's optimal depth is MAX_DEPTH_FACTOR x the deepest depth
+#     it was fitted on (law.depth_range). The budget limit alone does not bound a fitted law's depth:
+#     a log-depth fit on depths 1.4-5.7 put 183,394 layers at 1e15. 100x (566 layers for a fit
+#     ending at 5.66) still answers the CPU fits at realistic sizes (1.3B: 25 layers linear, 310
+#     log-depth), whose rows are marked extrapolated; for levine2020 (4,800 layers) it never binds.
 MAX_BUDGET = 1e15
+MAX_DEPTH_FACTOR = 100.0
+_SLACK = 1e-12  # relative: a limit named in a message (or computed by a root finder) is accepted
+
+
+def _count_text(x: float) -> str:
+    """A budget for a message: a whole count below 1e15 with thousands separators (exact, so the
+    limit a message names is not rounded onto the refused budget: 319,307 vs 319,300), from 1e15
+    on in scientific notation without trailing zeros (1e+15, 1.0001e+15), else the float's
+    shortest repr (0.001, 5e-324, 319306.5)."""
+    x = float(x)
+    if x.is_integer() and abs(x) < MAX_BUDGET:
+        return f"{int(x):,}"
+    if abs(x) >= MAX_BUDGET and "e" not in repr(x):  # 1e15 <= x < 1e16: repr writes all the digits
+        mantissa, _, exponent = f"{x:.16e}".partition("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
+    return repr(x)
+
+
+def _depths_text(law: Law) -> str:
+    lo, hi = law.depth_range  # type: ignore[misc]
+    return f"{lo:.3g}-{hi:.3g}"
+
+
+def answerable(law: Law, vocab: float = 0) -> dict[str, Any]:
+    """The budgets (parameters; the total N + V·d_x with ``vocab``) and depths (layers) a query of
+    ``law`` answers (the policy above): {"min_budget", "max_budget", "depth_cap"}.
+
+    min_budget = N_tot(1 layer); max_budget = min(MAX_BUDGET, N_tot(depth_cap)) with depth_cap =
+    MAX_DEPTH_FACTOR x the law's deepest fitted depth (None without a depth_range). No root is
+    solved: a query pays two evaluations of the law for it.
+    """
+    ln_max = math.log(MAX_BUDGET)
+    cap = MAX_DEPTH_FACTOR * law.depth_range[1] if law.depth_range else None
+    unique = law.form.unique_optimum(law.b, vocab)
+    if cap is not None and unique:
+        ln_max = min(ln_max, _log_budget(cap, law.a, law.b, vocab, law.form))
+    return {"min_budget": math.exp(_log_budget(1.0, law.a, law.b, vocab, law.form)),
+            "max_budget": math.exp(ln_max), "depth_cap": cap}
+
+
+def _largest(law: Law, lim: dict[str, Any]) -> str:
+    """'the largest budget law X answers, N parameters: why' (the reason worded per law)."""
+    head = f"the largest budget law {law.name} answers, "
+    tail = "; further out the depth and width would be the line stretched past any evidence"
+    if lim["max_budget"] < MAX_BUDGET * (1 - _SLACK):
+        return (head + f"{_count_text(math.floor(lim['max_budget']))} parameters: there its optimal depth is "
+                f"{lim['depth_cap']:,.4g} layers, {MAX_DEPTH_FACTOR:g}x the deepest it was fitted on (depths "
+                f"{_depths_text(law)})" + tail)
+    if law.name == "levine2020":
+        why = f"1,000x the 1T to which Levine et al. 2020 extrapolate it from depths {_depths_text(law)}"
+    else:
+        why = ("the limit of every law, 1,000x the 1T to which Levine et al. 2020 extrapolate theirs; this one "
+               + (f"was fitted on depths {_depths_text(law)}" if law.depth_range else "records no fitted depths"))
+    return head + f"{MAX_BUDGET:.0e} parameters: " + why + tail
+
+
+def _smallest(law: Law, lim: dict[str, Any], vocab: float) -> str:
+    return (f"the smallest budget law {law.name} answers, {_count_text(math.ceil(lim['min_budget']))} parameters"
+            + (f" with vocab {vocab:g}" if vocab else "")
+            + ": the size at which one layer is optimal (no network has fewer layers)")
+
+
+def check_budget(budget: float, law: Law, vocab: float = 0, subject: str | None = None) -> None:
+    """Raise UserError (one line) unless ``budget`` (parameters) lies in :func:`answerable`'s range,
+    or if ``law`` is outside its slope rule. ``subject`` names what is checked in the message
+    (default "budget <budget>")."""
+    if not (budget > 0 and math.isfinite(budget)):
+        raise UserError(f"budget must be a positive finite number of parameters, got {budget!r}")
+    if not law.form.unique_optimum(law.b, vocab):
+        raise UserError(f"law {law.name} has slope b = {law.b:g}, outside {law.form.slope_rule}: "
+                        "the optimal depth is not unique")
+    subject = subject or f"budget {_count_text(budget)}"
+    lim = answerable(law, vocab)
+    if budget < lim["min_budget"] * (1 - _SLACK):
+        raise UserError(f"{subject} is below {_smallest(law, lim, vocab)}")
+    if budget > lim["max_budget"] * (1 + _SLACK):
+        raise UserError(f"{subject} is above {_largest(law, lim)}")
+
+
+def check_answerable_depth(L: float, law: Law, vocab: float = 0, subject: str | None = None) -> None:
+    """Raise UserError (one line) if the size at which depth ``L`` (layers) is optimal lies above
+    :func:`answerable`'s largest budget, or L is past its depth cap: the same limit as for a
+    budget, read through the law. Names the deepest depth answered (rounded down to 0.01)."""
+    lim = answerable(law, vocab)
+    ln_n = _log_budget(L, law.a, law.b, vocab, law.form)
+    capped = lim["depth_cap"] is not None and L > lim["depth_cap"] * (1 + _SLACK)
+    if ln_n > math.log(lim["max_budget"] * (1 + _SLACK)) or capped:
+        size = f"optimal at {math.exp(ln_n):.4g} parameters" if ln_n < 700 else f"optimal at e^{ln_n:.4g} parameters"
+        # the optimal depth at the largest budget; a law outside its slope rule has none: its cap
+        deepest = (optimal_depth(lim["max_budget"], law, vocab) if law.form.unique_optimum(law.b, vocab)
+                   and lim["max_budget"] > lim["min_budget"] else lim["depth_cap"])
+        raise UserError(f"{subject or f'depth {L:g}'} ({size}) is above {_largest(law, lim)}"
+                        + (f"; the deepest depth it answers is {math.floor(deepest * 100) / 100:.2f} layers"
+                           if deepest is not None else ""))
 
 
 def _deepest(law: Law) -> str:
@@ -253,22 +362,13 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_depth, optimal_width (unrounded floats), non_embedding_params(_exact),
     embedding_params, aspect_ratio (d/L), ci ({level, method, valid_fraction, optimal_depth,
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
-    Raises UserError as optimal_depth does, and for a budget under the size at which one layer is
-    optimal or above :data:`MAX_BUDGET` (1e15 parameters).
+    Raises UserError as optimal_depth does, and (:func:`check_budget`) for a budget outside
+    :func:`answerable`'s range: under the size at which one layer is optimal, above
+    :data:`MAX_BUDGET` (1e15 parameters), or where the optimal depth would pass
+    :data:`MAX_DEPTH_FACTOR` x the law's deepest fitted depth.
     """
+    check_budget(budget, law, vocab)
     depth = optimal_depth(budget, law, vocab)
-    smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab, law.form))
-    # no model has less than one layer: the law says nothing about this budget. Compared in
-    # budgets, not depths, so that the one-layer size itself (the size the error asks for) is
-    # accepted although the root-finder may return a depth of 1 - 1e-15 for it.
-    if depth < 1.0 and budget < smallest * (1.0 - 1e-12):
-        raise UserError(f"budget {budget:.4g} is below the smallest size law {law.name} describes: its optimal "
-                        f"depth there is {depth:.2f} layers, under one layer; give a budget of at least "
-                        f"{smallest:.4g} (the size at which one layer is optimal)")
-    if budget > MAX_BUDGET:  # also keeps the width far below e^_MAX_LN_WIDTH: d <= sqrt(budget / 12)
-        raise UserError(f"budget {budget:.6g} is above {MAX_BUDGET:.0e} parameters, the largest query answers: "
-                        "1,000x the 1T to which Levine et al. 2020 extrapolate their law (fitted on depths "
-                        "6-48); further out the depth and width would be the line stretched past any evidence")
     width = law_width(depth, law)
     multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {
@@ -303,7 +403,7 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         ci["optimal_width"], _ = _interval(ds, level)
         out["ci"], out["ci_note"] = ci, None
         if ci["optimal_depth"] is None:
-            out["ci_note"] = (f"no {level:.0%} interval: only {ci['valid_fraction']:.1%} of the (a, b) samples have a "
+            out["ci_note"] = (f"no {format_level(level)} interval: only {ci['valid_fraction']:.1%} of the (a, b) samples have a "
                               f"solution (a slope outside {law.form.slope_rule} is likely)")
     return out
 
@@ -312,9 +412,11 @@ def query_depth(depth: float, law: Law, *, vocab: float = 0, level: float = DEFA
                 samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """Size at which ``depth`` (layers) is optimal: transition_params N(L) = 12·L·d(L)² (default
     form: 12·L·exp(2a+2bL); non-embedding), transition_width d(L), and with vocab the total
-    N(L) + V·d(L)."""
+    N(L) + V·d(L). Raises UserError (:func:`check_answerable_depth`) where that size is above the
+    largest budget :func:`query_budget` answers."""
     if not (depth > 0 and math.isfinite(depth)):
         raise UserError(f"depth must be positive, got {depth!r}")
+    check_answerable_depth(depth, law, vocab)
     check_depth(depth, law)
     width = law_width(depth, law)
     out: dict[str, Any] = {
@@ -367,12 +469,17 @@ def query_shape(depth: float, width: float, law: Law, *, vocab: float = 0,
     deepen). Also law_width_at_depth = d(L) and width_ratio = d / that. With a
     covariance, ci gives intervals for optimal_depth and depth_ratio, and ``verdict_robust``
     says whether the whole depth_ratio interval lies outside the tolerance band on the same side.
+    Raises UserError where the shape's budget, or its depth, is outside :func:`answerable`'s range.
     """
     if not (depth > 0 and width > 0 and math.isfinite(depth) and math.isfinite(width)):
         raise UserError(f"shape must have positive depth and width, got {depth!r} x {width!r}")
-    check_depth(depth, law)
     n_ne = kaplan_n(depth, width)
     budget = n_ne + vocab * width
+    # the verdict reads the law at the shape's budget and at its depth: both must be answerable
+    shape = f"shape {depth:g}x{width:g}"
+    check_budget(budget, law, vocab, f"{shape} ({_count_text(budget)} parameters)")
+    check_answerable_depth(depth, law, vocab, f"{shape}: depth {depth:g}")
+    check_depth(depth, law)
     opt = optimal_depth(budget, law, vocab)
     out: dict[str, Any] = {
         "law": law.name,

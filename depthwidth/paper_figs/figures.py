@@ -23,7 +23,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM
 from depthwidth.fits.law import levine2020
 from depthwidth.fits.lawfit import Z95
-from depthwidth.fits.projections import classify, query_budget
+from depthwidth.fits.projections import answerable, classify, query_budget
 from depthwidth.fits.projections import optimal_depth as law_depth
 from depthwidth.paper_figs.shapes import SHAPES, grouped_labels
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, depth_colors
@@ -248,8 +248,10 @@ def _law_curve(law, budgets) -> tuple[np.ndarray, np.ndarray | None, np.ndarray 
     """Optimal depth per budget and, if the law has a covariance, its 95% Monte Carlo interval
     (:func:`depthwidth.fits.projections.query_budget`, the numbers ``depthwidth query`` prints)."""
     L, lo, hi = [], [], []
+    largest = answerable(law)["max_budget"]
     for B in budgets:
-        if law_depth(float(B), law) < 1.0:  # under one layer: query_budget refuses, nothing to draw
+        # outside the range query_budget answers (under one layer, past its largest budget): nothing to draw
+        if law_depth(float(B), law) < 1.0 or B > largest:
             L.append(np.nan), lo.append(np.nan), hi.append(np.nan)
             continue
         q = query_budget(float(B), law)

@@ -82,14 +82,15 @@ def test_query_vocab_subtracts_embedding(capsys):
     (["query", "--params", "1B", "--ci-level", "95"], "between 0 and 1"),
     (["query", "--params", "1B", "--tolerance", "-1"], "--tolerance"),
     (["query", "--params", "1B", "--vocab", "x"], "cannot parse"),
-    (["query", "--params", "1000", "--vocab", "50257"], "too small"),
-    # Issue 10: OverflowError tracebacks, and a 0.0-layer answer for a 10-parameter budget.
-    (["query", "--layers", "20000"], "overflows"),
-    (["query", "--layers", "1e6"], "overflows"),
-    (["query", "--shape", "100000x128"], "overflows"),
-    (["query", "--params", "10"], "under one layer"),
-    (["query", "--params", "1e300"], "above 1e+15 parameters"),  # was answered with 6,032 layers, 150-digit widths
-    (["query", "--params", "1e30"], "above 1e+15 parameters"),  # was answered with 454 layers x 1.4e13 wide
+    (["query", "--params", "1000", "--vocab", "50257"], "below the smallest budget law levine2020 answers, 8,517,343"),
+    # Issue 10: OverflowError tracebacks, and a 0.0-layer answer for a 10-parameter budget; since
+    # then refused by the answerable range (projections.answerable), before anything overflows.
+    (["query", "--layers", "20000"], "above the largest budget law levine2020 answers"),
+    (["query", "--layers", "1e6"], "above the largest budget law levine2020 answers"),
+    (["query", "--shape", "100000x128"], "shape 100000x128: depth 100000 (optimal at e^1.112e+04 parameters) is above"),
+    (["query", "--params", "10"], "budget 10 is below the smallest budget"),
+    (["query", "--params", "1e300"], "above the largest budget law levine2020 answers, 1e+15 parameters"),  # was 6,032 layers
+    (["query", "--params", "1e30"], "above the largest budget law levine2020 answers, 1e+15 parameters"),  # 454 x 1.4e13
     (["fit", "--results", "/nonexistent/results"], "results directory not found"),
     (["fit", "--results", ".", "--bootstrap", "1"], "--bootstrap"),
     # would overwrite RESULTS/fit.json (the fit of all records) with a matched-cell fit
@@ -168,8 +169,8 @@ def test_budgets_above_1e15_are_refused_with_the_limit_and_why(capsys):
     # fresh-user check: --params 1e30 printed a 454-layer, 1.4e13-wide "optimal" model
     assert main(["query", "--params", "1e30"]) == 2
     assert capsys.readouterr().err == (
-        "depthwidth: error: budget 1e+30 is above 1e+15 parameters, the largest query answers: 1,000x the 1T "
-        "to which Levine et al. 2020 extrapolate their law (fitted on depths 6-48); further out the depth and "
+        "depthwidth: error: budget 1e+30 is above the largest budget law levine2020 answers, 1e+15 parameters: "
+        "1,000x the 1T to which Levine et al. 2020 extrapolate it from depths 6-48; further out the depth and "
         "width would be the line stretched past any evidence\n")
     assert main(["query", "--params", "1.0001e15"]) == 2 and "budget 1.0001e+15 is above" in capsys.readouterr().err
     q = query_json(capsys, "--params", "1e15")  # the limit itself is answered
@@ -180,14 +181,18 @@ def test_budgets_above_1e15_are_refused_with_the_limit_and_why(capsys):
 def test_the_params_help_states_the_budget_range(capsys):
     from depthwidth.fits.law import levine2020
     from depthwidth.fits.projections import MAX_BUDGET, transition_params
-    from depthwidth.units import format_count
 
     with pytest.raises(SystemExit):
         main(["query", "--help"])
-    assert "one layer is optimal (319K for levine2020) up to 1e15," in " ".join(capsys.readouterr().out.split())
-    assert format_count(transition_params(1.0, levine2020())) == "319K" and MAX_BUDGET == 1e15
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("from the size at which one layer is optimal (319,307 for levine2020) up to 1e15 (1,000x the 1T the "
+            "paper extrapolates to) and, for a law fitted on depths up to D, up to the size at which 100*D layers "
+            "are optimal; others are refused (docs/guide/query.md)") in help_text
+    assert "refused where that size is past the largest budget --params answers" in help_text
+    assert "refused where the size 12*L*D^2 or the depth L is outside what --params and --layers answer" in help_text
+    assert math.ceil(transition_params(1.0, levine2020())) == 319307 and MAX_BUDGET == 1e15
     assert main(["query", "--params", "320K"]) == 0
-    assert main(["query", "--params", "318K"]) == 2 and "under one layer" in capsys.readouterr().err
+    assert main(["query", "--params", "318K"]) == 2 and "budget 318,000 is below" in capsys.readouterr().err
 
 
 def _fit_file(tmp_path, chi2_red, dof=1):

@@ -95,7 +95,7 @@ def test_rounded_shape_by_hand():
 def test_exact_stack_count_is_theory_accounting():
     from depthwidth.theory.accounting import stack_params
 
-    for L, d in [(12, 768), (24, 1024), (96, 12288), (3, 7)]:
+    for L, d in [(12, 768), (24, 1024), (96, 12288), (3, 257)]:  # 3x7 is below the smallest budget
         assert P.query_shape(L, d, LEV)["non_embedding_params_exact"] == stack_params(L, d)
 
 
@@ -193,11 +193,11 @@ def test_query_of_transition_params_is_identity(law, L, vocab):
     N = P.transition_params(L, law) + vocab * P.law_width(L, law)
     assert P.optimal_depth(N, law, vocab) == pytest.approx(L, rel=1e-9)
     if L < 1:  # under one layer: outside what the law describes, refused (issue 10)
-        with pytest.raises(UserError, match="under one layer"):
+        with pytest.raises(UserError, match="below the smallest budget law h answers"):
             P.query_budget(N, law, vocab=vocab)
         return
     if N > P.MAX_BUDGET:  # past any evidence for the law: refused (fresh-user check, --params 1e30)
-        with pytest.raises(UserError, match="above 1e\\+15 parameters"):
+        with pytest.raises(UserError, match="above the largest budget law h answers, 1e\\+15 parameters"):
             P.query_budget(N, law, vocab=vocab)
         return
     q = P.query_budget(N, law, vocab=vocab)
