@@ -39,6 +39,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import Law
 from depthwidth.theory.accounting import kaplan_n, stack_n
+from depthwidth.units import abbreviate, format_count
 
 # Near optimal when the depth is within ±10 % (multiplicatively) of the optimal depth: about one
 # layer at L ≈ 10 and well inside the factor-2 spacing of the doubling pairs that locate the law.
@@ -253,8 +254,9 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     optimal_depth, optimal_width (unrounded floats), non_embedding_params(_exact),
     embedding_params, aspect_ratio (d/L), ci ({level, method, valid_fraction, optimal_depth,
     optimal_width} or null), ci_note, rounded (see rounded_shape), extrapolated, law.
-    Raises UserError as optimal_depth does, and for a budget under the size at which one layer is
-    optimal or above :data:`MAX_BUDGET` (1e15 parameters).
+    Raises UserError as optimal_depth does, for a budget under the size at which one layer is
+    optimal or above :data:`MAX_BUDGET` (1e15 parameters), and for an ``n_head`` above the optimal
+    width (a head of less than one dimension).
     """
     depth = optimal_depth(budget, law, vocab)
     smallest = math.exp(_log_budget(1.0, law.a, law.b, vocab, law.form))
@@ -270,6 +272,10 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
                         "1,000x the 1T to which Levine et al. 2020 extrapolate their law (fitted on depths "
                         "6-48); further out the depth and width would be the line stretched past any evidence")
     width = law_width(depth, law)
+    if n_head and n_head > width:  # the rounded width would be n_head itself, a shape far off the budget
+        raise UserError(f"--n-head {abbreviate(n_head)} is more than the optimal width {width:,.0f} at budget "
+                        f"{format_count(budget)}: "
+                        "each head needs at least one of the width's dimensions (d_model = n_head x head_dim)")
     multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {
         "law": law.name,
