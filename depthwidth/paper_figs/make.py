@@ -47,6 +47,7 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
 
 def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
              out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> list[Path]:
-    """All figure files written (PNG and PDF of each figure, in figure order); see :func:`render`."""
+    """Every figure file (PNG and PDF of each figure, in figure order; those that already held the same
+    bytes left untouched); see :func:`render`."""
     rep = render(results_dir, fit_path, out_dir, options)
     return [storage.path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]
