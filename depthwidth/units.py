@@ -35,12 +35,15 @@ def parse_count(text: str | int | float, *, name: str = "count", positive: bool 
     Returns a float (a count that a float cannot hold exactly, above 2**53, is rounded: where the
     output claims exactness, use :func:`parse_int` or :func:`parse_exact_count`).
     Raises UserError (one line naming ``name``) if the text does not parse, is not finite, or
-    (with ``positive=True``) is not > 0.
+    (with ``positive=True``) is not > 0, or is > 0 but too small for a float (it would be 0).
     """
     exact = _exact(text, name)
     value = float(exact) if exact.is_finite() else math.nan
     if not math.isfinite(value):
         raise UserError(f"{name} must be finite, got {abbreviate(text)!r}")
+    if positive and value == 0 and exact > 0:  # e.g. 1e-400: a float has nothing that small
+        raise UserError(f"{name} {abbreviate(text)!r} is too small: it underflows to 0 as a float "
+                        "(the smallest positive one is ~5e-324)")
     if positive and value <= 0:
         raise UserError(f"{name} must be positive, got {abbreviate(text)!r}")
     return value

@@ -189,6 +189,36 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
      "depthwidth: error: --curve must be one of pchip, linear, got 'nosuch'"),
     (["fit", "--results", "results/law-long", "--out", "OUT", "--crossing", "middle"],
      "depthwidth: error: --crossing must be one of last, first, got 'middle'"),
+    # fresh-user review 29: a numpy MemoryError traceback, a head count wider than the model, a
+    # directory read as an unknown law, --cov silently ignored, the library's parameter name, an underflow
+    (["query", "--params", "1B", "--fit", "results/law-long/fit.json", "--samples", "1e12"],
+     "depthwidth: error: --samples must be <= 1,000,000 (~0.4 GB of memory and ~3 s per budget; more does not "
+     "narrow the interval's Monte Carlo error usefully), got '1e12'"),
+    (["query", "--params", "1B", "--n-head", "1000000"],
+     "depthwidth: error: --n-head 1,000,000 is more than the optimal width 1,439 at budget 1B: each head needs at "
+     "least one of the width's dimensions (d_model = n_head x head_dim)"),
+    (["query", "--params", "1B", "--fit", "docs"],
+     "depthwidth: error: --fit docs is a directory, not a fit file (a JSON written by depthwidth fit)"),
+    (["query", "--params", "1B", "--cov", "scaled"],
+     "depthwidth: error: --cov scaled needs a fit file as --fit: the built-in law levine2020 has no covariance "
+     "of (a, b) (its paper gives none)"),
+    (["theory", "threshold", "--layers", "1e6"],
+     "depthwidth: error: --layers must be a whole number in 1..500 (3^L overflows a float past L ~ 646), "
+     "got 1,000,000"),
+    (["theory", "bounds", "--layers", "2", "--width", "64", "--heads", "2", "--match-depths", "2,600"],
+     "depthwidth: error: --match-depths must be a whole number in 1..500 (3^L overflows a float past L ~ 646), "
+     "got 600"),
+    (["query", "--params", "1e-400"],
+     "depthwidth: error: --params '1e-400' is too small: it underflows to 0 as a float (the smallest positive one "
+     "is ~5e-324)"),
+    (["query", "--params=-inf"], "depthwidth: error: --params must be finite, got '-inf'"),
+    (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "1000,2000", "--out", "OUT"],
+     "depthwidth: error: --pairs 1000,2000: the law results/law-long/fit.json puts N* at ~10^233 parameters and "
+     "its 95% interval up to ~10^333, past the largest float (~10^308): depth 1414 is far outside any range the "
+     "fit (on depths 1.41-5.66) can speak for"),
+    (["predict", "--fit", "results/law-long/fit.json", "--pairs", "1," + "1" * 400, "--out", "OUT"],
+     "depthwidth: error: --pairs 1,1.1111e+399 (400 digits): the law results/law-long/fit.json cannot be evaluated "
+     "in floats: that depth is far outside any range the fit (on depths 1.41-5.66) can speak for"),
 ])
 def test_flags_are_named_in_their_errors(argv, line, tmp_path, monkeypatch, capsys):
     root = Path(__file__).resolve().parents[1]
@@ -228,3 +258,32 @@ def test_an_output_url_needs_no_directory(monkeypatch, capsys):
         capsys.readouterr().err
     assert storage.path(url).exists()
     storage.path(url).unlink()
+
+
+@pytest.mark.parametrize("argv, line", [
+    # fresh-user review 29: an existing directory as --out failed after the whole fit (36 s with
+    # --estimators, its table already written) naming an internal temporary file; a file as figs
+    # --out failed after drawing with "[Errno 17] File exists"
+    (["fit", "--results", "results/law-long", "--out", "ADIR", "--estimators"],
+     "depthwidth: error: --out ADIR is a directory: give a file name, e.g. ADIR/fit.json"),
+    (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "--out", "ADIR"],
+     "depthwidth: error: --out ADIR is a directory: give a file name, e.g. ADIR/prediction.json"),
+    (["figs", "--results", "results/law-long", "--out", "AFILE"],
+     "depthwidth: error: --out AFILE is a file: figures go in a directory"),
+    (["figs", "--results", "results/law-long", "--out", "AFILE/sub"],
+     "depthwidth: error: --out AFILE/sub: AFILE is a file, not a directory"),
+])
+def test_an_output_of_the_wrong_kind_is_refused_before_the_work(argv, line, tmp_path, monkeypatch, capsys):
+    import time
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    names = {"ADIR": str(tmp_path / "adir"), "AFILE": str(tmp_path / "afile")}
+    sub = lambda a: a.replace("ADIR", names["ADIR"]).replace("AFILE", names["AFILE"])  # noqa: E731
+    t0 = time.perf_counter()
+    assert main([sub(a) for a in argv]) == 2
+    assert capsys.readouterr().err == sub(line) + "\n"
+    assert time.perf_counter() - t0 < 5  # before the fit or the drawing (seconds to minutes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+    assert not any((tmp_path / "adir").iterdir())

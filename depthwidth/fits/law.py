@@ -234,15 +234,22 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
     """Resolve ``--fit``: a built-in name (``levine2020``) or a path to a fit JSON file.
 
     Raises UserError for an unknown name (a spec that is neither a built-in nor an existing
-    file) or a malformed fit file.
+    file), a directory, a malformed fit file, or a ``cov_kind`` other than "auto" for a built-in
+    law without a covariance (there is none to choose, and ignoring the choice would hide that).
     """
     if cov_kind not in COV_KINDS:  # also for a built-in law, which has no covariance to choose
         raise UserError(f"--cov must be one of {', '.join(COV_KINDS)}, got {cov_kind!r}")
     if spec in BUILTIN_LAWS:
-        return BUILTIN_LAWS[spec]()
+        law = BUILTIN_LAWS[spec]()
+        if cov_kind != "auto" and law.cov is None:
+            raise UserError(f"--cov {cov_kind} needs a fit file as --fit: the built-in law {spec} has no "
+                            "covariance of (a, b) (its paper gives none)")
+        return law
     p = storage.path(spec)
     if p.is_dir() and (p / "fit.json").is_file():
         raise UserError(f"--fit {spec} is a results directory: give its fit file, {p / 'fit.json'}")
+    if p.is_dir():
+        raise UserError(f"--fit {spec} is a directory, not a fit file (a JSON written by depthwidth fit)")
     if not p.is_file():
         raise UserError(f"unknown law {spec!r}: not a built-in ({', '.join(BUILTIN_LAWS)}) and no such file")
     return law_from_fit_dict(load_fit_file(p), str(p), cov_kind)

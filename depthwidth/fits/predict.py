@@ -46,6 +46,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import sys
 from typing import Any
 
 from depthwidth import storage
@@ -56,6 +57,7 @@ from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.projections import MAX_BUDGET
 from depthwidth.fits.transitions import assigned_depth
 from depthwidth.records import code_is_dirty, code_revision
+from depthwidth.units import abbreviate
 
 PREDICTION_FORMAT = "depthwidth-prediction"
 PREDICTION_VERSION = 1
@@ -65,6 +67,35 @@ Z95 = 1.959963984540054
 def _sigma_ln_n(law: Law, L: float) -> float | None:
     var_ln_d = law.ln_width_var(L)
     return None if var_ln_d is None else 2.0 * math.sqrt(max(var_ln_d, 0.0))
+
+
+# ln of the largest float: an N* (or an interval end) past it cannot be computed or written.
+_LN_FLOAT_MAX = math.log(sys.float_info.max)
+
+
+def _check_representable(pair: tuple[int, int], assign: str, law: Law, law_boot: Law,
+                         convs: dict[str, dict]) -> None:
+    """UserError (naming the pair) when the pair's N* (under the fit's convention or one of
+    ``convs``, the fit's ``by_assign``) or the upper end of a 95 % interval is past the largest
+    float: e.g. (1000, 2000) under a law fitted on depths 1-8 puts the interval's upper end at
+    ~10^333, where math.exp overflows (and the JSON would hold Infinity)."""
+    Ls, Ld = pair
+    try:
+        L = assigned_depth(Ls, Ld, assign)
+        lns = [_ln_n_star(law.a, law.b, L, law.form)] + [
+            _ln_n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c), law.form) for c, v in convs.items()]
+        sigma = max(_sigma_ln_n(law, L) or 0.0, _sigma_ln_n(law_boot, L) or 0.0)
+        top = max(lns) + Z95 * sigma
+        if top < _LN_FLOAT_MAX:  # also False for NaN
+            return
+        where = (f"puts N* at ~10^{lns[0] / math.log(10):.0f} parameters and its 95% interval up to "
+                 f"~10^{top / math.log(10):.0f}, past the largest float (~10^308): depth {L:.4g}")
+    except OverflowError:  # a depth past a float (a 400-digit --pairs element)
+        where = "cannot be evaluated in floats: that depth"
+    fitted = f" (on depths {law.depth_range[0]:.3g}-{law.depth_range[1]:.3g})" if law.depth_range else ""
+    depth = [str(x) if len(str(x)) <= 40 else abbreviate(x) for x in pair]  # no thousands commas in a pair
+    raise UserError(f"--pairs {depth[0]},{depth[1]}: the law {law.name} {where} is far outside any range "
+                    f"the fit{fitted} can speak for")
 
 
 def _interval(ln_n: float, sigma: float | None) -> list[float] | None:
@@ -87,6 +118,11 @@ def _check_testable(Ls: int, Ld: int, ln_n: float) -> None:
         raise UserError(f"pair ({Ls},{Ld}): predicted N* = {size} parameters, above {MAX_BUDGET:.0e} (the largest budget "
                         "query answers, 1,000x the 1T to which Levine et al. 2020 extrapolate their law): no experiment "
                         "could test it; predict shallower pairs")
+
+
+def _ln_n_star(a: float, b: float, L: float, form: LawForm) -> float:
+    """ln N* = ln(12·L) + 2·ln d_x(L), in logs (the N* of :func:`n_star` without its overflow)."""
+    return math.log(12.0 * L) + 2.0 * form.ln_width(L, a, b)
 
 
 def parse_pairs(items: list[str]) -> list[tuple[int, int]]:
@@ -124,12 +160,13 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
     for Ls, Ld in pairs:
         if (Ls, Ld) in seen:
             raise UserError(f"pair ({Ls},{Ld}) is one the fit {source} was fitted on: nothing to predict")
+        convs = {c: v for c, v in (fit.get("by_assign") or {}).items() if v and c in ASSIGN}
+        _check_representable((Ls, Ld), assign, law, law_boot, convs)
         L = assigned_depth(Ls, Ld, assign)
-        _check_testable(Ls, Ld, math.log(12.0 * L) + 2.0 * law.ln_width(L))  # in logs: before anything overflows
+        _check_testable(Ls, Ld, _ln_n_star(law.a, law.b, L, law.form))  # in logs: before anything overflows
         ln_n = math.log(n_star(law.a, law.b, L, law.form))
         sigma, sigma_b = _sigma_ln_n(law, L), _sigma_ln_n(law_boot, L)
-        by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c), law.form)
-                   for c, v in (fit.get("by_assign") or {}).items() if v and c in ASSIGN}
+        by_conv = {c: n_star(v["a"], v["b"], assigned_depth(Ls, Ld, c), law.form) for c, v in convs.items()}
         lo, hi = law.depth_range or (L, L)
         preds.append({
             "pair": [Ls, Ld], "depth_convention": assign, "L": L, "d_x": math.exp(law.ln_width(L)),

@@ -45,7 +45,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits.forms import LINEAR, LawForm
 from depthwidth.fits.law import Law
 from depthwidth.theory.accounting import kaplan_n, stack_n
-from depthwidth.units import format_level
+from depthwidth.units import abbreviate, format_count, format_level
 
 # Near optimal when the depth is within ±10 % (multiplicatively) of the optimal depth: about one
 # layer at L ≈ 10 and well inside the factor-2 spacing of the doubling pairs that locate the law.
@@ -365,11 +365,16 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
     Raises UserError as optimal_depth does, and (:func:`check_budget`) for a budget outside
     :func:`answerable`'s range: under the size at which one layer is optimal, above
     :data:`MAX_BUDGET` (1e15 parameters), or where the optimal depth would pass
-    :data:`MAX_DEPTH_FACTOR` x the law's deepest fitted depth.
+    :data:`MAX_DEPTH_FACTOR` x the law's deepest fitted depth; and for an ``n_head`` above the
+    optimal width (a head of less than one dimension).
     """
     check_budget(budget, law, vocab)
     depth = optimal_depth(budget, law, vocab)
     width = law_width(depth, law)
+    if n_head and n_head > width:  # the rounded width would be n_head itself, a shape far off the budget
+        raise UserError(f"--n-head {abbreviate(n_head)} is more than the optimal width {width:,.0f} at budget "
+                        f"{format_count(budget)}: "
+                        "each head needs at least one of the width's dimensions (d_model = n_head x head_dim)")
     multiple = _width_multiple(round_width, n_head, width)
     out: dict[str, Any] = {
         "law": law.name,

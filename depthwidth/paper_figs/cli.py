@@ -8,19 +8,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
+from depthwidth.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "figs", help="draw the paper figures (PNG + PDF) from a results directory",
-        description="Draw the four paper figures from the run records under --results and a fit file "
-                    "(--fit; computed in memory with the default `depthwidth fit` options when omitted). "
-                    "Never trains: regenerates in seconds from stored results.",
+        description="Draw the law's figures (fig1-fig4 and fig6_pair_delta; docs/guide/figures.md) from the run "
+                    "records under --results and a fit file (--fit; computed in memory with the default "
+                    "`depthwidth fit` options when omitted). Never trains: regenerates in seconds from stored "
+                    "results; a file that already holds the same bytes is left untouched.",
     )
     p.add_argument("--results", required=True, metavar="DIR", help="results directory (holds runs/*/record.json)")
     p.add_argument("--fit", metavar="FIT.json", help="fit file written by `depthwidth fit` (default: fit in memory)")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for the PNG and PDF files")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="directory for the PNG and PDF files (default RESULTS/figures; created if missing)")
     add_json_flag(p)
     p.set_defaults(func=_figs)
 
@@ -53,13 +57,29 @@ def _seprank_fig(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_figure_dir(out: str) -> None:
+    """Refuse, before drawing, a local --out that is a file or lies under one (the first write
+    would fail after the work, naming a temporary file); a URL names an object store."""
+    if storage.is_url(out):
+        return
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"--out {out} is a file: figures go in a directory")
+    above = next((a for a in p.parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"--out {out}: {above} is a file, not a directory")
+
+
 def _figs(args: argparse.Namespace) -> int:
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.paper_figs.make import render
 
-    rep = render(args.results, args.fit, args.out)
-    lines = [f"wrote {len(rep['figures'])} figures (PNG + PDF) to {rep['out_dir']} in {rep['wall_s']:.1f} s; "
-             f"fit: {rep['fit_source']}"]
+    out = args.out or f"{str(args.results).rstrip('/')}/figures"
+    _check_figure_dir(out)
+    rep = render(args.results, args.fit, out)
+    n_written = sum(f["written"] for f in rep["figures"])
+    lines = [f"{len(rep['figures'])} figures (PNG + PDF) in {rep['out_dir']} ({n_written} written, "
+             f"{len(rep['figures']) - n_written} unchanged) in {rep['wall_s']:.1f} s; fit: {rep['fit_source']}"]
     if rep["law"] is not None:
         lines.append(f"law: ln d_x = {rep['law']['a']:.4g} + {rep['law']['b']:.4g}*L")
     lines += [f"note: {n}" for n in rep["notes"]]

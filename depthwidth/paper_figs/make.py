@@ -19,7 +19,8 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
     ``fit_path`` the fit is computed in memory with ``options``.
 
     Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
-    "figures": [{"name", "png", "pdf", "caption"}], "wall_s"}. Raises UserError for a missing
+    "figures": [{"name", "png", "pdf", "caption", "written"}], "wall_s"}; ``written`` is False for
+    a figure whose PNG and PDF already held the same bytes (left untouched). Raises UserError for a missing
     or empty results directory or a malformed fit file (see :func:`load_inputs`).
     """
     t0 = time.perf_counter()
@@ -30,8 +31,10 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
     with figure_style():
         for f in registry.of(registry.LAW):  # the law's figures, in their registered order
             fig, caption = f.load()(*(given[k] for k in f.takes))
-            png, pdf = save(fig, out, f.name)
-            drawn.append({"name": f.name, "png": str(png), "pdf": str(pdf), "caption": caption})
+            written: list[Path] = []
+            png, pdf = save(fig, out, f.name, written)
+            drawn.append({"name": f.name, "png": str(png), "pdf": str(pdf), "caption": caption,
+                          "written": bool(written)})
     return {
         "out_dir": str(out),
         "fit_source": inputs.fit_source,
@@ -44,6 +47,7 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
 
 def make_all(results_dir: str | Path, fit_path: str | Path | None = None,
              out_dir: str | Path | None = None, options: FitOptions = FitOptions()) -> list[Path]:
-    """All figure files written (PNG and PDF of each figure, in figure order); see :func:`render`."""
+    """Every figure file (PNG and PDF of each figure, in figure order; those that already held the same
+    bytes left untouched); see :func:`render`."""
     rep = render(results_dir, fit_path, out_dir, options)
     return [storage.path(f[k]) for f in rep["figures"] for k in ("png", "pdf")]

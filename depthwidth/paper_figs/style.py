@@ -82,12 +82,14 @@ def figure_style():
         yield plt
 
 
-def save(fig, out_dir: str | Path, name: str) -> list[Path]:
+def save(fig, out_dir: str | Path, name: str, written: list[Path] | None = None) -> list[Path]:
     """Write ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf`` through the store of
     ``out_dir`` (:func:`depthwidth.storage.open_results`; a local path or a URL); close it;
     return both paths. Metadata that would change from run to run (creation date, software) is
     dropped, so a figure redrawn from the same records has the same bytes, and a file that
-    already holds them is left untouched (:meth:`~depthwidth.storage.ResultsStore.write_if_changed`)."""
+    already holds them is left untouched (:meth:`~depthwidth.storage.ResultsStore.write_if_changed`).
+    The paths actually (re)written are appended to ``written`` when one is given, so a caller
+    can say which files changed."""
     # matplotlib: ~0.9 s at import; only figure drawing pays it
     import matplotlib.pyplot as plt
 
@@ -103,7 +105,8 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Creator": None, "Producer": None})):
         buf = io.BytesIO()  # rendered whole, then written in one atomic write (a rename, or one PUT)
         fig.savefig(buf, format=fmt, metadata=meta, bbox_extra_artists=extra)
-        store.write_if_changed(f"{name}.{fmt}", buf.getvalue())
         paths.append(store.path(f"{name}.{fmt}"))
+        if store.write_if_changed(f"{name}.{fmt}", buf.getvalue()) and written is not None:
+            written.append(paths[-1])
     plt.close(fig)
     return paths

@@ -244,12 +244,23 @@ def _seprank(args) -> int:
     return 0
 
 
+def _cap_depths(most: int, *flags: tuple[str, int | list[int] | None]) -> None:
+    """UserError naming the flag for a depth above ``most`` (separation.MAX_DEPTH: 3^L overflows
+    a float past L ~ 646), before the library refuses it under its own parameter name (n_layer)."""
+    for flag, value in flags:
+        for L in value if isinstance(value, list) else [value]:
+            if L is not None and L > most:
+                raise UserError(f"{flag} must be a whole number in 1..{most} (3^L overflows a float past "
+                                f"L ~ 646), got {_n(L)}")
+
+
 def _threshold(args) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import separation
 
     if args.width is None and args.layers is None:
         raise UserError("theory threshold needs --width, --layers or both")
+    _cap_depths(separation.MAX_DEPTH, ("--layers", args.layers))
     out: dict = {}
     lines = []
     if args.width is not None:
@@ -373,6 +384,7 @@ def _bounds(args) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.theory import separation
 
+    _cap_depths(separation.MAX_DEPTH, ("--layers", args.layers), ("--match-depths", args.match_depths))
     out = separation.bounds(args.layers, args.width, args.heads)
     lines = [
         f"{_n(args.layers)} x {_n(args.width)}, {_n(args.heads)} heads: {out['regime']} (L_th = {out['threshold_depth']:.4g})",

@@ -74,5 +74,8 @@ def test_unknown_name_bad_json_and_bad_cov_kind(tmp_path):
     good.write_text(json.dumps(_fit_dict()))
     with pytest.raises(UserError, match="--cov must be one of"):
         load_law(str(good), "robust")
-    with pytest.raises(UserError, match="unknown law"):
-        load_law(str(tmp_path))  # a directory is not a fit file
+    with pytest.raises(UserError, match="is a directory, not a fit file"):
+        load_law(str(tmp_path))  # a directory is not a fit file (it was called an unknown law)
+    with pytest.raises(UserError, match="--cov scaled needs a fit file as --fit: the built-in law levine2020 has no"):
+        load_law("levine2020", "scaled")  # silently ignored before: the built-in law has no covariance
+    assert load_law("levine2020", "auto").cov is None

@@ -121,3 +121,20 @@ def test_a_fit_file_beside_its_results_is_recognised_from_any_directory(capsys, 
     rc, out, _ = _run(capsys, "figs", "--results", str(results), "--fit", str(mine / "fit.json"), "--out",
                       str(tmp_path / "o"), "--json")
     assert rc == 0 and [n for n in json.loads(out)["notes"] if "was made from ." in n]
+
+
+def test_out_defaults_to_results_figures_and_the_first_line_counts_what_changed(capsys, tmp_path, sweep):
+    # fresh-user review 29: `figs` required --out (fit defaults to RESULTS/fit.json), and said
+    # "wrote 5 figures" when the store had left every file untouched (same bytes)
+    import shutil
+
+    results, fit, _ = sweep
+    mine = tmp_path / "res"
+    shutil.copytree(results, mine)
+    rc, out, _ = _run(capsys, "figs", "--results", str(mine), "--fit", str(fit))
+    assert rc == 0
+    assert out.startswith(f"5 figures (PNG + PDF) in {mine / 'figures'} (5 written, 0 unchanged) in ")
+    (mine / "figures" / "fig2_width_vs_depth.png").unlink()
+    rc, out, _ = _run(capsys, "figs", "--results", str(mine), "--fit", str(fit), "--json")
+    assert rc == 0
+    assert [f["written"] for f in json.loads(out)["figures"]] == [False, True, False, False, False]
