@@ -212,6 +212,12 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
      "depthwidth: error: --params '1e-400' is too small: it underflows to 0 as a float (the smallest positive one "
      "is ~5e-324)"),
     (["query", "--params=-inf"], "depthwidth: error: --params must be finite, got '-inf'"),
+    # fresh-user review 29, left over: rounding flags were silently ignored without --params
+    (["query", "--layers", "12", "--n-head", "16"],
+     "depthwidth: error: --n-head shapes the rounded answer of --params; --layers and --shape answer no rounded shape"),
+    (["query", "--shape", "12x768", "--round-width", "64"],
+     "depthwidth: error: --round-width shapes the rounded answer of --params; --layers and --shape answer no rounded "
+     "shape"),
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "1000,2000", "--out", "OUT"],
      "depthwidth: error: --pairs 1000,2000: the law results/law-long/fit.json puts N* at ~10^233 parameters and "
      "its 95% interval up to ~10^333, past the largest float (~10^308): depth 1414 is far outside any range the "

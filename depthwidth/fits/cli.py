@@ -156,8 +156,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "absolute, scaled (x max(1, chi2_red)), bootstrap")
     q.add_argument("--vocab", default="0",
                    help="vocabulary V: budgets then include V*d_x (pass V+T to count learned positions too)")
-    q.add_argument("--round-width", default="128", help="rounded width is a multiple of this (default 128)")
-    q.add_argument("--n-head", default=None, help="rounded width also divisible by this head count")
+    q.add_argument("--round-width", default=None,
+                   help="with --params: the rounded width is a multiple of this (default 128)")
+    q.add_argument("--n-head", default=None, help="with --params: the rounded width is also divisible by this head count")
     q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1)")
     q.add_argument("--ci-level", default="0.95", help="confidence level (default 0.95)")
     q.add_argument("--samples", default="4000",
@@ -277,7 +278,10 @@ def _query(args: argparse.Namespace) -> int:
 
     law = load_law(args.fit, args.cov)
     vocab = parse_int(args.vocab, name="--vocab", minimum=0)
-    round_width = parse_int(args.round_width, name="--round-width", minimum=1)
+    for flag, given in (("--round-width", args.round_width), ("--n-head", args.n_head)):
+        if given is not None and args.params is None:  # silently ignored before (fresh-user check)
+            raise UserError(f"{flag} shapes the rounded answer of --params; --layers and --shape answer no rounded shape")
+    round_width = parse_int(args.round_width if args.round_width is not None else "128", name="--round-width", minimum=1)
     n_head = parse_int(args.n_head, name="--n-head") if args.n_head is not None else None
     try:
         tolerance = float(args.tolerance)
