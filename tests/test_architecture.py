@@ -202,3 +202,14 @@ def test_building_the_parser_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PKG.parent)
     assert out.stdout.split() == [], f"imported when the parser is built: {out.stdout.strip()}"
+
+
+def test_query_with_a_fit_and_its_intervals_imports_no_scipy():
+    """`query --fit` draws Monte Carlo intervals; their root finder is numpy bisection because
+    scipy.optimize alone costs ~0.84 s at import (it made `query --fit` take ~1.4 s)."""
+    fit = PKG.parent / "results" / "law-long" / "fit.json"
+    code = ("import sys; from depthwidth.cli import main; "
+            f"rc = main(['query', '--fit', {str(fit)!r}, '--params', '1.3B,10B', '--json']); "
+            "print(rc, ' '.join(m for m in ('scipy', 'jax', 'matplotlib', 'pandas') if m in sys.modules), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PKG.parent)
+    assert '"ci"' in out.stdout and out.stderr.split() == ["0"], out.stderr[-2000:]

@@ -23,17 +23,17 @@ law's deepest fitted depth; a depth (``query_depth``) or a shape (``query_shape`
 same range through the law. Outside it they raise UserError naming the limit.
 
 Confidence intervals: (a, b) ~ Normal(mean, cov) sampled by Monte Carlo with a fixed seed
-(default 4,000 samples, seed 0), every sample projected exactly (vectorised bracketed root
-finder ``scipy.optimize.elementwise.find_root``, scipy >= 1.15; a brentq loop on older scipy),
-and the central percentile interval taken.
+(default 4,000 samples, seed 0), every sample projected exactly (a vectorised bisection in
+numpy on the same bracket, to 1e-12 relative), and the central percentile interval taken.
 Monte Carlo rather than the delta method because the projections are exponential in b and the
 intervals are visibly asymmetric far outside the fitted depth range. Samples outside the slope rule (or a
 budget below the embedding cost) have no solution; their share is reported as
 ``valid_fraction`` and no interval is given if it is below the confidence level. A law without
 covariance (``levine2020``) gets ``ci: null`` and a ``ci_note`` saying why.
 
-Only ``math`` and ``statistics`` load at import; scipy.optimize (and numpy, for intervals) are
-imported inside the functions that need them, so ``depthwidth query`` stays fast.
+Only ``math`` and ``statistics`` load at import; mpmath (point estimates) and numpy (intervals)
+are imported inside the functions that need them, and scipy not at all, so ``depthwidth query``
+stays fast, with a fit's intervals too.
 """
 
 from __future__ import annotations
@@ -297,18 +297,31 @@ def optimal_depth_samples(budget: float, a, b, vocab: float = 0, form: LawForm =
     bs = np.where(ok, b, 1.0)  # placeholder slope keeps the bracket finite for rows dropped below
     lo = np.full_like(a, _L_MIN)
     hi = form.depth_upper(log_b, a, bs, np)
-    ok &= g(lo, a, bs) < 0
-    try:
-        # scipy: ~0.8 s at import; only fitting pays it
-        from scipy.optimize.elementwise import find_root  # scipy >= 1.15
-    except ImportError:  # older scipy: the same bracket, one brentq per sample
-        from scipy.optimize import brentq
+    ok &= (g(lo, a, bs) < 0) & (g(hi, a, bs) >= 0)
+    return np.where(ok, _bisect(g, lo, hi, a, bs), np.nan)
 
-        x = np.array([brentq(lambda L, i=i: float(g(L, a[i], bs[i])), lo[i], hi[i], xtol=1e-12) if ok[i]
-                      else np.nan for i in range(a.size)])
-        return np.where(ok, x, np.nan)
-    res = find_root(g, (lo, hi), args=(a, bs), tolerances={"xrtol": 1e-12, "xatol": 1e-12})
-    return np.where(ok & res.success, res.x, np.nan)
+
+def _bisect(g, lo, hi, *args):
+    """The root of g(L, *args) = 0 in each bracket [lo, hi] (arrays of shape (n,)), by bisection
+    until every bracket is narrower than 1e-12 of its upper end (~40-70 halvings here), for g
+    increasing where g(lo) < 0 <= g(hi); other rows come back as some point of their bracket.
+
+    Bisection in numpy, not ``scipy.optimize.elementwise.find_root``: the same roots to 1e-12
+    (g is monotone on the bracket), and importing scipy.optimize costs ~0.84 s (best of 3,
+    measured on the 2-core dev machine), which made ``query --fit`` take ~1.4 s against the
+    0.5 s the CLI keeps to (ARCHITECTURE.md, "Start-up").
+    """
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
+    import numpy as np
+
+    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+    for _ in range(200):  # float64 halves a bracket at most ~1100 times; 200 is past 1e-12 from 1e6
+        mid = 0.5 * (lo + hi)
+        below = g(mid, *args) < 0
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        if np.all(hi - lo <= 1e-12 * np.abs(hi)):
+            break
+    return 0.5 * (lo + hi)
 
 
 def _interval(samples, level: float) -> tuple[list[float] | None, float]:
