@@ -71,8 +71,8 @@ def _other_b_intervals(law: dict) -> list[str]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="transition points and the law ln d_x = a + b*L from sweep results",
-                       description="Locate where deeper networks start to win (per depth pair), fit "
-                                   "ln d_x = a + b*L by weighted least squares, write the fit JSON.")
+                       description="Locate where deeper networks start to win (per depth pair), fit ln d_x = a + "
+                                   "b*L (or another --law-form) by weighted least squares, write the fit JSON.")
     p.add_argument("--results", required=True, help="results directory (RESULTS/runs/*/record.json)")
     p.add_argument("--pairs", default=FitOptions.pairs,
                    help=f"depth pairs: doubling (L, 2L) or adjacent (default {FitOptions.pairs})")
@@ -138,7 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = sub.add_parser("query", help="optimal depth/width for a budget, transition size, shape verdict",
                        description="Project a law ln d_x = a + b*L (default: Levine et al. 2020's "
-                                   "a=5.039, b=0.0555; N = 12*L*d^2 non-embedding).")
+                                   "a=5.039, b=0.0555), or the form a --fit file names (e.g. "
+                                   "a + b*ln(L)); N = 12*L*d^2 non-embedding.")
     g = q.add_mutually_exclusive_group(required=True)
     g.add_argument("--params", help="budget(s) in parameters, e.g. 175B or 125M,1.3B,175B,1T. A law answers budgets "
                                     "from the size at which one layer is optimal (319,307 for levine2020) up to 1e15 "

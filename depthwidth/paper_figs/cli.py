@@ -11,12 +11,14 @@ from pathlib import Path
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.paper_figs import registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "figs", help="draw the paper figures (PNG + PDF) from a results directory",
-        description="Draw the law's figures (fig1-fig4 and fig6_pair_delta; docs/guide/figures.md) from the run "
+        description=f"Draw the law's figures ({', '.join(registry.names(registry.LAW))}; docs/guide/figures.md) "
+                    "from the run "
                     "records under --results and a fit file (--fit; computed in memory with the default "
                     "`depthwidth fit` options when omitted). Never trains: regenerates in seconds from stored "
                     "results; a file that already holds the same bytes is left untouched.",
@@ -81,7 +83,7 @@ def _figs(args: argparse.Namespace) -> int:
     lines = [f"{len(rep['figures'])} figures (PNG + PDF) in {rep['out_dir']} ({n_written} written, "
              f"{len(rep['figures']) - n_written} unchanged) in {rep['wall_s']:.1f} s; fit: {rep['fit_source']}"]
     if rep["law"] is not None:
-        lines.append(f"law: ln d_x = {rep['law']['a']:.4g} + {rep['law']['b']:.4g}*L")
+        lines.append(f"law: {rep['law_text']}")
     lines += [f"note: {n}" for n in rep["notes"]]
     for f in rep["figures"]:
         lines.append(f"  {f['png']}\n  {f['pdf']}\n    {f['caption']}")

@@ -18,7 +18,8 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
     """Write the law's figures (:func:`depthwidth.paper_figs.registry.of` ``LAW``: PNG + PDF) to ``out_dir`` (default ``results_dir/figures``); without
     ``fit_path`` the fit is computed in memory with ``options``.
 
-    Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "notes": [str],
+    Returns {"out_dir", "fit_source", "law": {a, b, cov, ...} or None, "law_text": the law in its
+    form's words (``ln d_x = 3.09 + 0.184*L``, ``... *ln(L)``) or None, "notes": [str],
     "figures": [{"name", "png", "pdf", "caption", "written"}], "wall_s"}; ``written`` is False for
     a figure whose PNG and PDF already held the same bytes (left untouched). Raises UserError for a missing
     or empty results directory or a malformed fit file (see :func:`load_inputs`).
@@ -39,6 +40,7 @@ def render(results_dir: str | Path, fit_path: str | Path | None = None,
         "out_dir": str(out),
         "fit_source": inputs.fit_source,
         "law": inputs.law.to_dict() if inputs.law is not None else None,
+        "law_text": inputs.law.describe(".4g", ".4g") if inputs.law is not None else None,
         "notes": inputs.notes,
         "figures": drawn,
         "wall_s": round(time.perf_counter() - t0, 3),

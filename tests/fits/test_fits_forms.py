@@ -142,6 +142,21 @@ def test_query_and_predict_read_the_form_from_the_fit_file(log_sweep, capsys):
     assert p["predictions"][0]["sigma_ln_n_star"] == pytest.approx(sigma, rel=1e-12)
 
 
+def test_figs_prints_the_law_in_its_own_form(log_sweep, capsys, tmp_path):
+    """`figs --fit` with a log-depth fit names its law as ln d_x = a + b*ln(L) (it printed '*L'
+    for every form: new-contributor check)."""
+    root, _ = log_sweep
+    path = root / "fit.json"
+    if not path.exists():
+        assert main(["fit", "--results", str(root / "res"), "--out", str(path), "--bootstrap", "300",
+                     "--law-form", "log-depth"]) == 0
+    capsys.readouterr()
+    law = json.loads(path.read_text())["law"]
+    assert main(["figs", "--results", str(root / "res"), "--fit", str(path), "--out", str(tmp_path / "f")]) == 0
+    out = capsys.readouterr().out
+    assert f"law: ln d_x = {law['a']:.4g} + {law['b']:.4g}*ln(L)\n" in out
+
+
 def test_prediction_of_a_hand_made_log_fit(tmp_path):
     cov = ((0.01, -0.004), (-0.004, 0.002))
     fit = json.loads(_fit_file(tmp_path / "f.json", 3.0, 0.5, cov).read_text())
