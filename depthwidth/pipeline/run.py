@@ -46,7 +46,8 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     Keys: preset, results, out, complete (every run has a record and nothing failed), sweep
     (the :class:`~depthwidth.experiments.runner.SweepReport` as a dict), corpora
     ({corpus: per-corpus summary: status, table, pairs, law, warnings, fit_path, figures, ...}),
-    files (summary.json, summary.md), wall_s. ``results`` and ``out`` may be URLs
+    files (summary.json, summary.md), written (those of files whose bytes changed: the others were
+    left untouched), wall_s. ``results`` and ``out`` may be URLs
     (:mod:`depthwidth.storage`). Raises UserError from the sweep.
     """
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
@@ -74,9 +75,10 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
     # Written only when their content changed (floats beyond the last bits another CPU's sums
     # move: records.SAME_RTOL): a rerun over finished records touches nothing tracked.
     store = storage.open_results(out_root)
-    store.write_json_if_changed("summary.json", stored)
+    changed = [store.write_json_if_changed("summary.json", stored)]
     summary["wall_s"] = time.perf_counter() - t0
-    store.write_if_changed("summary.md", summary_markdown(summary))
+    changed.append(store.write_if_changed("summary.md", summary_markdown(summary)))
+    summary["written"] = [f for f, w in zip(summary["files"], changed) if w]  # not stored: the console's
     return summary
 
 

@@ -163,7 +163,10 @@ def summary_text(s: dict[str, Any]) -> str:
             lines.append(f"  figures: {', '.join(pngs)} (+ PDF)")
         if c["figures_error"]:
             lines.append(f"  figures: {c['figures_error']}")
-    lines.append(f"wrote {', '.join(s['files'])}")
+    written = s.get("written", s["files"])
+    kept = [f for f in s["files"] if f not in written]
+    lines.append("; ".join(([f"wrote {', '.join(written)}"] if written else [])
+                           + ([f"unchanged {', '.join(kept)}"] if kept else [])))
     return "\n".join(lines)
 
 

@@ -134,6 +134,9 @@ def test_summary_text_and_markdown():
          "sweep": {"finished": 3, "diverged": 1, "total": 4, "trained": [], "failed": [], "busy": []},
          "corpora": {"c": c}, "files": ["res/summary.json", "res/summary.md"]}
     text = summary.summary_text(s)
+    assert text.endswith("wrote res/summary.json, res/summary.md")
+    assert summary.summary_text({**s, "written": ["res/summary.md"]}).endswith(
+        "wrote res/summary.md; unchanged res/summary.json")
     assert "4/4 runs have records (3 finished, 1 diverged" in text
     assert "[c] results res: the fit uses 6 of its 7 records" in text
     assert "(2,4) crossed at N* = 200K [150K, 260K]" in text
@@ -222,6 +225,9 @@ def test_reproduce_recovers_a_known_law(tmp_path, monkeypatch):
     assert stored["corpora"]["kjv"]["results"] == "kjv" and stored["corpora"]["kjv"]["fit_path"] == "kjv/fit.json"
     assert json.loads(before[1])["table"]["results"] == "."
     monkeypatch.chdir(tmp_path)
-    reproduce(load_preset(f), "res", fit_options=FitOptions(bootstrap=200), figures=False,
-              executor=InProcess(SweepSettings(train_fn=engine, log=lambda m: None)))
+    again = reproduce(load_preset(f), "res", fit_options=FitOptions(bootstrap=200), figures=False,
+                      executor=InProcess(SweepSettings(train_fn=engine, log=lambda m: None)))
     assert [f.read_bytes() for f in files] == before
+    # ... and says so: it printed "wrote summary.json, summary.md" for files it had left untouched
+    assert again["written"] == [] and summary.summary_text(again).endswith(
+        "unchanged res/summary.json, res/summary.md")
