@@ -5,6 +5,7 @@ Read from the source with ``ast``; nothing is imported, except by the start-up t
 imports the CLI in a fresh interpreter."""
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -157,21 +158,39 @@ WRITES = {"write_text", "write_bytes", "mkstemp", "replace", "dump", "write_atom
 WRITERS = {"storage.py", "records.py", "data/corpora.py", "data/prepare.py"}
 
 
+# Module functions that write files, by module name as imported (os.open: any flags; the finder
+# does not evaluate them).
+MODULE_WRITES = {"os": {"replace", "rename", "link", "symlink", "open"},
+                 "shutil": {"copy", "copy2", "copyfile", "copytree", "move"},
+                 "json": {"dump"}, "pickle": {"dump"},
+                 "np": {"save", "savez", "savez_compressed", "savetxt"},
+                 "numpy": {"save", "savez", "savez_compressed", "savetxt"}}
+OPEN_MODE = re.compile(r"[rwxabt+]{1,3}")
+
+
 def _writes(tree: ast.AST):
     for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in WRITES:
-            base = n.func.value
-            # str.replace / dict-like .replace on a name other than os: not a file write
-            if n.func.attr == "replace" and not (isinstance(base, ast.Name) and base.id == "os"):
-                continue
-            if n.func.attr == "dump" and not (isinstance(base, ast.Name) and base.id in ("json", "pickle")):
-                continue
-            yield n.lineno, n.func.attr
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in WRITES - {"replace", "dump"}:
-            yield n.lineno, n.func.id
-        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in ("open", "fdopen"):
-            modes = [a.value for a in n.args[1:2] + [k.value for k in n.keywords if k.arg == "mode"]
-                     if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        base = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if base in MODULE_WRITES:
+            if name in MODULE_WRITES[base]:
+                yield n.lineno, name
+            continue
+        if isinstance(f, ast.Attribute) and name in WRITES - {"replace", "dump"} | {"tofile"}:
+            yield n.lineno, name
+        elif isinstance(f, ast.Name) and name in WRITES - {"replace", "dump"}:
+            yield n.lineno, name
+        elif name == "savefig" and n.args and not isinstance(n.args[0], ast.Name):  # a path, not a buffer
+            yield n.lineno, name
+        elif name in ("open", "fdopen"):
+            # open(p, mode), os.fdopen(fd, mode), fs.open(p, mode); Path.open(mode): the first
+            # positional argument that is a mode string, or mode=
+            given = n.args[:2] + [k.value for k in n.keywords if k.arg == "mode"]
+            modes = [a.value for a in given if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                     and OPEN_MODE.fullmatch(a.value)]
             if any(set(m) & set("wax+") for m in modes):
                 yield n.lineno, "open"
 
@@ -185,8 +204,14 @@ def test_result_files_are_written_only_through_the_store():
 
 def test_the_write_finder_finds_writes():
     tree = ast.parse("import os, json\np.write_text('x')\nos.replace(a, b)\njson.dump(d, fh)\n"
-                     "write_atomic(p, b'')\ns.replace('a', 'b')\nopen(p)\nopen(p, 'ab')\np.open(mode='w')\n")
-    assert sorted(w for _, w in _writes(tree)) == ["dump", "open", "open", "replace", "write_atomic", "write_text"]
+                     "write_atomic(p, b'')\ns.replace('a', 'b')\nopen(p)\nopen(p, 'ab')\np.open(mode='w')\n"
+                     # ways around the store a new-contributor review found the first finder missed
+                     "p.open('w')\nfs.open(u, 'wb')\nfig.savefig('f.png')\nfig.savefig(buf)\nshutil.copy(a, b)\n"
+                     "shutil.move(a, b)\nos.rename(a, b)\nos.link(a, b)\nos.open(p, flags)\nnp.save(p, x)\n"
+                     "x.tofile(p)\nd.update(x)\np.open()\np.open('r')\nfs.open(u, 'rb')\nos.path.join(a)\n")
+    assert sorted(w for _, w in _writes(tree)) == sorted(
+        ["dump", "open", "open", "replace", "write_atomic", "write_text", "open", "open", "savefig", "copy",
+         "move", "rename", "link", "open", "save", "tofile"])
 
 
 # Loaded inside the functions that need them, never at import (ARCHITECTURE.md, "Start-up"):
