@@ -20,6 +20,7 @@ from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.hostcpu import add_devices_flag
+from depthwidth.theory.cli import SEPRANK_RESULTS
 from depthwidth.units import format_count, parse_float, parse_int, parse_int_list
 
 DEFAULT_RESULTS = "results/<preset>"
@@ -97,7 +98,7 @@ def _register_seprank_trained(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default="austen", help="corpus name (default austen; see `depthwidth data info`)")
     p.add_argument("--data-dir", help="directory with the raw corpora (default: $DEPTHWIDTH_DATA)")
     p.add_argument("--table", action="store_true", help="train and measure the whole table into --out/trained.json")
-    p.add_argument("--out", default="results/seprank", help="table directory (default results/seprank)")
+    p.add_argument("--out", default=SEPRANK_RESULTS, help=f"table directory (default {SEPRANK_RESULTS})")
     add_json_flag(p)
     p.set_defaults(func=_seprank_trained)
 

@@ -12,6 +12,7 @@ from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.paper_figs import registry
+from depthwidth.theory.cli import SEPRANK_RESULTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,13 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = sub.add_parser("seprank-fig", help="draw fig5 (measured separation rank) from a stored seprank table",
                        description="Draw fig5_measured_separation_rank (PNG + PDF) from the table.json written "
                                    "by `depthwidth theory seprank --table`. Measures nothing.")
-    q.add_argument("--table", default="results/seprank/table.json", metavar="TABLE.json",
-                   help="the stored table (default results/seprank/table.json)")
+    q.add_argument("--table", default=f"{SEPRANK_RESULTS}/table.json", metavar="TABLE.json",
+                   help=f"the stored table (default {SEPRANK_RESULTS}/table.json)")
     q.add_argument("--trained", metavar="TRAINED.json",
                    help="trained-network ranks to overlay (`depthwidth seprank-trained --table`; default: the "
                         "trained.json beside --table, if there is one; 'none' for without)")
-    q.add_argument("--out", default="results/seprank/figures", metavar="DIR",
-                   help="directory for the PNG and PDF (default results/seprank/figures)")
+    q.add_argument("--out", default=f"{SEPRANK_RESULTS}/figures", metavar="DIR",
+                   help=f"directory for the PNG and PDF (default {SEPRANK_RESULTS}/figures)")
     add_json_flag(q)
     q.set_defaults(func=_seprank_fig)
 

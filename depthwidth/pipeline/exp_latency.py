@@ -18,6 +18,7 @@ from typing import Any
 from depthwidth import records, storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.pipeline.registry import KINDS
 from depthwidth.units import format_count, parse_int
 
 HELP = "forward latency of equal-weight shapes: depth is serial, width is parallel"
@@ -32,7 +33,7 @@ DESCRIPTION = (
     "and the tied vocabulary head), to show the vocabulary's share. One record per unit; a rerun skips "
     "measured units.")
 MODEL_FILE = "latency_model.json"
-COMMITTED = "results/exp-latency"  # the default --results, whose records are the checkout's result
+COMMITTED = KINDS["latency"].results  # the default --results, whose records are the checkout's result
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

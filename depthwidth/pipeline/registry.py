@@ -23,6 +23,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from depthwidth.theory.cli import SEPRANK_RESULTS
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -89,7 +91,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     # run on text); each part keeps its own documented command.
     Kind("seprank", "depthwidth.pipeline.exp_seprank",
          ("depthwidth.theory.seprank:write_table", f"{_E}.seprank_train:write_table"), f"{_F}.seprank:summarise",
-         "results/seprank", None,
+         SEPRANK_RESULTS, None,
          aliases=("theory seprank --table", "seprank-trained --table", "seprank-fig")),
 )}
 

@@ -16,6 +16,10 @@ from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.units import abbreviate, parse_count, parse_exact_count, parse_int, parse_int_list
 
+# The seprank kind's results directory (pipeline.registry), typed once: its table commands
+# (here, `seprank-trained`, `seprank-fig`) and the registry read it.
+SEPRANK_RESULTS = "results/seprank"
+
 # M of the adaptive separation-rank measurement's first round (theory.seprank.measure_adaptive's start)
 ADAPTIVE_START = 8
 
@@ -154,7 +158,7 @@ def _register_seprank(cmds) -> None:
                         "rank except with probability <= miss_bound, Schwartz-Zippel; small R can miss it)")
     p.add_argument("--residual", action="store_true", help="residual connections x + attn(x)")
     p.add_argument("--table", action="store_true", help="measure the whole table into --out/table.json (~40 min: needs --allow-long)")
-    p.add_argument("--out", default="results/seprank", help="table directory (default results/seprank)")
+    p.add_argument("--out", default=SEPRANK_RESULTS, help=f"table directory (default {SEPRANK_RESULTS})")
     p.add_argument("--allow-long", action="store_true",
                    help="run a measurement estimated to take more than 10 minutes (refused otherwise)")
     add_json_flag(p)
