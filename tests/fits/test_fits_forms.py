@@ -109,13 +109,20 @@ def test_fit_recovers_a_log_depth_law_end_to_end(log_sweep, capsys):
     assert lin["form"] == "ln(d_x) = a + b*L" and lin["b"] != pytest.approx(law["b"], rel=0.1)
 
 
-def test_query_and_predict_read_the_form_from_the_fit_file(log_sweep, capsys):
-    root, _ = log_sweep
+def _log_fit(root, capsys):
+    """The log-depth fit of ``log_sweep`` (root/fit.json), fitted here when an earlier test has
+    not written it (a test run alone); its output is swallowed."""
     path = root / "fit.json"
     if not path.exists():
         assert main(["fit", "--results", str(root / "res"), "--out", str(path), "--bootstrap", "300",
                      "--law-form", "log-depth"]) == 0
-        capsys.readouterr()
+    capsys.readouterr()
+    return path
+
+
+def test_query_and_predict_read_the_form_from_the_fit_file(log_sweep, capsys):
+    root, _ = log_sweep
+    path = _log_fit(root, capsys)
     law = json.loads(path.read_text())["law"]
     a, b = law["a"], law["b"]
     assert main(["query", "--fit", str(path), "--layers", "10", "--json"]) == 0
@@ -146,11 +153,7 @@ def test_figs_prints_the_law_in_its_own_form(log_sweep, capsys, tmp_path):
     """`figs --fit` with a log-depth fit names its law as ln d_x = a + b*ln(L) (it printed '*L'
     for every form: new-contributor check)."""
     root, _ = log_sweep
-    path = root / "fit.json"
-    if not path.exists():
-        assert main(["fit", "--results", str(root / "res"), "--out", str(path), "--bootstrap", "300",
-                     "--law-form", "log-depth"]) == 0
-    capsys.readouterr()
+    path = _log_fit(root, capsys)
     law = json.loads(path.read_text())["law"]
     assert main(["figs", "--results", str(root / "res"), "--fit", str(path), "--out", str(tmp_path / "f")]) == 0
     out = capsys.readouterr().out
