@@ -360,8 +360,9 @@ def _presets(args: argparse.Namespace) -> int:
             rows.append({"name": p.name, "n_runs": len(p.runs), "depths": list(p.depths), "seeds": len(p.seeds),
                          "corpora": list(p.corpora), "expected_minutes": p.expected_minutes,
                          "description": p.description})
+        wide = max(len(r["name"]) for r in rows)  # columns line up whatever the longest name
         text = "\n".join(
-            f"{r['name']:<11} {r['n_runs']:>4} runs  depths {','.join(map(str, r['depths']))}  "
+            f"{r['name']:<{wide}} {r['n_runs']:>4} runs  depths {','.join(map(str, r['depths']))}  "
             f"{r['seeds']} seed(s)  {','.join(r['corpora'])}"
             + (f"  ~{r['expected_minutes']:g} min" if r["expected_minutes"] else "")
             for r in rows)

@@ -69,6 +69,23 @@ def _other_b_intervals(law: dict) -> list[str]:
         out.append(f"     with {name}: b in [{lo:.4f}, {hi:.4f}], {paper} {v['paper']}, {theory} ln 3")
     return out
 
+
+def _add_table_args(p: argparse.ArgumentParser) -> None:
+    """fit's flags that choose which records form the table (fits.table.load_table)."""
+    p.add_argument("--cells-of", default=None, metavar="DIR",
+                   help="use only the (depth, width) cells that also have runs in results directory DIR "
+                        "(compare two sweeps, e.g. two training lengths, on matched cells)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="use only the runs of these seeds (e.g. 0: compare a sweep that has one seed so far "
+                        "with the same seed of another)")
+    p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
+                   help="also read these results directories (the same protocol at other learning rates) and "
+                        "use, per (depth, width) cell, the lr with the lowest mean validation loss")
+    p.add_argument("--also", nargs="+", default=None, metavar="DIR",
+                   help="also read the records of these results directories, of the same protocol, as if they "
+                        "were under --results (e.g. extra seeds trained into a directory of their own)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="transition points and the law ln d_x = a + b*L from sweep results",
                        description="Locate where deeper networks start to win (per depth pair), fit ln d_x = a + "
@@ -86,15 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cell's own); add +widths to pooled/seeds to also resample widths")
     p.add_argument("--seed", default=str(FitOptions.seed), help=f"bootstrap random seed (default {FitOptions.seed})")
     p.add_argument("--out", default=None, help="fit JSON to write (default RESULTS/fit.json)")
-    p.add_argument("--cells-of", default=None, metavar="DIR",
-                   help="use only the (depth, width) cells that also have runs in results directory DIR "
-                        "(compare two sweeps, e.g. two training lengths, on matched cells)")
-    p.add_argument("--seeds", default=None, metavar="S,S,...",
-                   help="use only the runs of these seeds (e.g. 0: compare a sweep that has one seed so far "
-                        "with the same seed of another)")
-    p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
-                   help="also read these results directories (the same protocol at other learning rates) and "
-                        "use, per (depth, width) cell, the lr with the lowest mean validation loss")
+    _add_table_args(p)
     p.add_argument("--law-form", default=DEFAULT_FORM, metavar="FORM",
                    help=f"functional form of the law: {', '.join(f'{k} ({f.formula})' for k, f in FORMS.items())} "
                         f"(default {DEFAULT_FORM}; fits.forms), stored as law.form in the fit file")
@@ -424,7 +433,8 @@ def _fit(args: argparse.Namespace) -> int:
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
-    for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr)):
+    for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr),
+                        ("--also", args.also)):
         if given is not None and not args.out:
             raise UserError(f"{flag} needs --out: the default RESULTS/fit.json is the fit of all of RESULTS's records")
     if args.out:  # also the directory of --estimators' table, written beside it (estimators_path)
@@ -439,7 +449,7 @@ def _fit(args: argparse.Namespace) -> int:
         from depthwidth.fits.predict import read_prediction
 
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
-    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr)
+    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr, also=args.also)
     fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing, law_form=form.key)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     extra_text, extra = [], {}
@@ -450,7 +460,7 @@ def _fit(args: argparse.Namespace) -> int:
         from depthwidth.fits.estimators import estimator_table, estimators_path
 
         est = estimator_table(lambda s: table if s is None else load_table(
-            args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr), options, fit)
+            args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr, also=args.also), options, fit)
         est_out = estimators_path(str(out))
         storage.write_json_if_changed(est_out, est)
         extra["estimators"], extra["estimators_out"] = est, est_out
@@ -526,7 +536,8 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     from depthwidth.fits.transitions import format_fraction, format_interval
 
     t = fit["table"]
-    lines = [f"results {t['results']}: {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
+    lines = [f"results {t['results']}" + (f" with {', '.join(t['also'])}" if t.get("also") else "")
+             + f": {t['n_records']} records, {t['n_used']} used in {t['n_cells']} "
              f"(depth, width) cells, {len(t['excluded'])} excluded, {len(t['unfinished'])} unfinished"
              + (f" (only the cells that {t['cells_of']} also has)" if t.get("cells_of") else "")
              + (f" (only seeds {','.join(map(str, t['seeds']))})" if t.get("seeds") is not None else "")]

@@ -73,6 +73,7 @@ class ResultsTable:
     cells_of: str | None = None  # the results directory whose cells this table was restricted to
     seeds: list[int] | None = None  # the seeds this table was restricted to (None: all)
     lr_tuned: dict[str, Any] | None = None  # with tune_lr: the directories and each cell's lr choice
+    also: list[str] = field(default_factory=list)  # further directories whose records joined the table
     warnings: list[str] = field(default_factory=list)  # what the fit must say about its records (protocols)
 
     def depths(self) -> list[int]:
@@ -93,6 +94,7 @@ class ResultsTable:
             **({"cells_of": self.cells_of} if self.cells_of else {}),
             **({"seeds": list(self.seeds)} if self.seeds is not None else {}),
             **({"lr_tuned": self.lr_tuned} if self.lr_tuned is not None else {}),
+            **({"also": list(self.also)} if self.also else {}),
         }
 
 
@@ -220,72 +222,43 @@ def _lr_rule_warning(used: pd.DataFrame) -> str | None:
             "different lr rules mixed at different cells?")
 
 
-def load_table(results: str | Path, cells_of: str | Path | None = None,
-               seeds: Iterable[int] | None = None,
-               tune_lr: Iterable[str | Path] | None = None) -> ResultsTable:
-    """Load every record under ``results`` into a :class:`ResultsTable`.
+def _more_records(d: str, flag: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a further results directory (``flag``: --tune-lr or --also) and the paths
+    of its run directories without a record. UserError when it holds no training record: a typo
+    must not pass as a directory read."""
+    more = iter_records(d)
+    if not any(kind_of(r) == TRAIN for r in more):
+        raise UserError(f"{flag} directory {d} holds no training records")
+    ids = {r["run_id"] for r in more}
+    return more, [f"{d}/{storage.RUNS}/{r}" for r in storage.open_results(d).run_ids() if r not in ids]
 
-    ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
-    run there are kept (e.g. the same grid at two training lengths, compared on matched cells).
-    ``seeds``: only the training records of these seeds are loaded (e.g. to compare a sweep that
-    has one seed so far with the same seed of another); the others are not in the table at all.
 
-    ``tune_lr``: other results directories, read with ``results``; per cell, the runs of the lr
-    with the lowest mean validation loss are used (module docstring; ``lr_tuned`` says which).
+def _no_run_twice(every: list[dict[str, Any]], more: list[dict[str, Any]], d: str, dir_of: dict[int, str]) -> None:
+    """UserError when a run of directory ``d`` is already among ``every`` (it would count twice)."""
+    where = {r["run_id"]: dir_of[id(r)] for r in every}
+    twice = sorted(r["run_id"] for r in more if r["run_id"] in where)
+    if twice:
+        raise UserError(f"run {twice[0]} is in both {where[twice[0]]} and {d} ({len(twice)} run(s) twice); "
+                        "read each directory once")
 
-    Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
-    configurations differ beyond the seed, the used runs come from two training protocols
-    (:func:`check_one_protocol`), or no run is usable; with ``tune_lr``, also if the
-    directories' runs differ beyond shape, lr and seed, or one run (shape, seed, lr) is in two.
-    """
-    tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
-    every = iter_records(results)
-    recorded = {r["run_id"] for r in every}
-    dir_of = {id(r): str(results) for r in every}  # with tune_lr: which directory a record came from
-    extra_unfinished: list[str] = []
-    if tune_dirs:
-        for d in tune_dirs:
-            more = iter_records(d)
-            if not any(kind_of(r) == TRAIN for r in more):  # a typo must not pass as "tuned"
-                raise UserError(f"--tune-lr directory {d} holds no training records")
-            ids = {r["run_id"] for r in more}
-            extra_unfinished += [f"{d}/{storage.RUNS}/{r}" for r in storage.open_results(d).run_ids() if r not in ids]
-            dir_of.update({id(r): d for r in more})
-            every = every + more
-    if cells_of is not None:
-        other = load_table(cells_of).cells
-        keep = {(int(L), int(d)) for L, d in zip(other["n_layer"], other["d_model"])}
-        every = [r for r in every if kind_of(r) != TRAIN or (r.get("n_layer"), r.get("d_model")) in keep]
-    if seeds is not None:
-        seeds = sorted({int(s) for s in seeds})
-        present = {r.get("seed") for r in every if kind_of(r) == TRAIN}
-        absent = [s for s in seeds if s not in present]
-        if absent:  # a typo, or a seed not trained yet: never a silently smaller table
-            where = ", ".join(map(str, [results, *(tune_dirs or [])]))
-            raise UserError(f"no training records of seed {', '.join(map(str, absent))} in {where} "
-                            f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
-        every = [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
-    records = [r for r in every if kind_of(r) == TRAIN]
-    lr_tuned = None
-    if tune_dirs:
-        n_read = len(records)
-        records, choices = _tune_lr([(dir_of[id(r)], r) for r in records], [str(results), *tune_dirs])
-        # n_records counts the runs at the chosen lrs; these say how many were read and set aside
-        lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "n_read": n_read,
-                    "n_other_lrs": n_read - len(records), "cells": choices}
-    rows = [_run_row(r, r["run_id"]) for r in records]
-    unfinished = [r for r in storage.open_results(results).run_ids() if r not in recorded]
-    unfinished += extra_unfinished
-    runs = pd.DataFrame(rows, columns=[*RUN_COLUMNS, "reason"])
-    used_mask = runs["reason"].isna()
-    excluded = runs.loc[~used_mask].reset_index(drop=True)
-    used = runs.loc[used_mask].copy()
-    if used.empty:
-        raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
-                        f"{len(excluded)} excluded, {len(unfinished)} unfinished")
-    used["test_loss"] = used["test_loss"].astype(float)
-    warnings = check_one_protocol(used, str(results), lr_rule=not tune_dirs)
 
+def _only_seeds(every: list[dict[str, Any]], seeds: list[int], dirs: list[str]) -> list[dict[str, Any]]:
+    """The records of ``every`` that are not training runs or are runs of ``seeds``. UserError
+    when a seed has no training record in ``dirs``: a typo, or a seed not trained yet, must never
+    give a silently smaller table."""
+    present = {r.get("seed") for r in every if kind_of(r) == TRAIN}
+    absent = [s for s in seeds if s not in present]
+    if absent:
+        raise UserError(f"no training records of seed {', '.join(map(str, absent))} in {', '.join(dirs)} "
+                        f"(seeds there: {', '.join(map(str, sorted(x for x in present if x is not None))) or 'none'})")
+    return [r for r in every if kind_of(r) != TRAIN or r.get("seed") in seeds]
+
+
+def _cells(used: pd.DataFrame) -> tuple[pd.DataFrame, dict[tuple[int, int], list[float]],
+                                        dict[tuple[int, int], list[list[float]] | None]]:
+    """Per (n_layer, d_model) cell of the used runs: its row (CELL_COLUMNS), its seeds' test
+    losses and test-chunk losses (ResultsTable). UserError when a cell mixes configurations
+    beyond the seed or holds one seed twice."""
     cells_rows = []
     losses: dict[tuple[int, int], list[float]] = {}
     chunks: dict[tuple[int, int], list[list[float]] | None] = {}
@@ -310,12 +283,88 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
             "sem": std / math.sqrt(n) if n > 1 else math.nan,
             "min": float(y.min()), "max": float(y.max()), "seeds": sorted(int(s) for s in g["seed"]),
         })
-    cells = pd.DataFrame(cells_rows, columns=CELL_COLUMNS)
+    return pd.DataFrame(cells_rows, columns=CELL_COLUMNS), losses, chunks
+
+
+def load_table(results: str | Path, cells_of: str | Path | None = None,
+               seeds: Iterable[int] | None = None,
+               tune_lr: Iterable[str | Path] | None = None,
+               also: Iterable[str | Path] | None = None) -> ResultsTable:
+    """Load every record under ``results`` into a :class:`ResultsTable`.
+
+    ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
+    run there are kept (e.g. the same grid at two training lengths, compared on matched cells).
+    ``seeds``: only the training records of these seeds are loaded (e.g. to compare a sweep that
+    has one seed so far with the same seed of another); the others are not in the table at all.
+
+    ``tune_lr``: other results directories, read with ``results``; per cell, the runs of the lr
+    with the lowest mean validation loss are used (module docstring; ``lr_tuned`` says which).
+
+    ``also``: further results directories of the *same* protocol whose records join the table as
+    if they were under ``results`` (e.g. extra seeds trained into a directory of their own, so the
+    fit made from ``results`` alone stays as it was). A cell then holds the seeds of every
+    directory; the protocol and cell checks below apply to all of them together.
+
+    Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
+    configurations differ beyond the seed, the used runs come from two training protocols
+    (:func:`check_one_protocol`), or no run is usable; with ``tune_lr``, also if the
+    directories' runs differ beyond shape, lr and seed, or one run (shape, seed, lr) is in two;
+    with ``also``, if a directory holds no training record, one run id is in two directories (it
+    would count twice), or ``tune_lr`` is given too.
+    """
+    tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
+    also_dirs = [str(d) for d in also] if also is not None else []
+    if also_dirs and tune_dirs:
+        raise UserError("--also and --tune-lr cannot be combined: choose the lrs in one fit, add seeds in another")
+    every = iter_records(results)
+    recorded = {r["run_id"] for r in every}
+    dir_of = {id(r): str(results) for r in every}  # with tune_lr: which directory a record came from
+    extra_unfinished: list[str] = []
+    for d in tune_dirs or []:
+        more, unfinished_there = _more_records(d, "--tune-lr")
+        extra_unfinished += unfinished_there
+        dir_of.update({id(r): d for r in more})
+        every = every + more
+    for d in also_dirs:
+        more, unfinished_there = _more_records(d, "--also")
+        _no_run_twice(every, more, d, dir_of)
+        extra_unfinished += unfinished_there
+        dir_of.update({id(r): d for r in more})
+        every = every + more
+    if cells_of is not None:
+        other = load_table(cells_of).cells
+        keep = {(int(L), int(d)) for L, d in zip(other["n_layer"], other["d_model"])}
+        every = [r for r in every if kind_of(r) != TRAIN or (r.get("n_layer"), r.get("d_model")) in keep]
+    if seeds is not None:
+        seeds = sorted({int(s) for s in seeds})
+        every = _only_seeds(every, seeds, [str(results), *(tune_dirs or []), *also_dirs])
+    records = [r for r in every if kind_of(r) == TRAIN]
+    lr_tuned = None
+    if tune_dirs:
+        n_read = len(records)
+        records, choices = _tune_lr([(dir_of[id(r)], r) for r in records], [str(results), *tune_dirs])
+        # n_records counts the runs at the chosen lrs; these say how many were read and set aside
+        lr_tuned = {"dirs": tune_dirs, "selected_by": "val_loss", "n_read": n_read,
+                    "n_other_lrs": n_read - len(records), "cells": choices}
+    rows = [_run_row(r, r["run_id"]) for r in records]
+    unfinished = [r for r in storage.open_results(results).run_ids() if r not in recorded]
+    unfinished += extra_unfinished
+    runs = pd.DataFrame(rows, columns=[*RUN_COLUMNS, "reason"])
+    used_mask = runs["reason"].isna()
+    excluded = runs.loc[~used_mask].reset_index(drop=True)
+    used = runs.loc[used_mask].copy()
+    if used.empty:
+        raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
+                        f"{len(excluded)} excluded, {len(unfinished)} unfinished")
+    used["test_loss"] = used["test_loss"].astype(float)
+    warnings = check_one_protocol(used, str(results), lr_rule=not tune_dirs)
+
+    cells, losses, chunks = _cells(used)
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,
                         unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
                         cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds,
-                        lr_tuned=lr_tuned, warnings=warnings)
+                        lr_tuned=lr_tuned, warnings=warnings, also=also_dirs)
 
 
 # What the runs of one lr scan or lr choice may differ in: the shape, the lr and the seed.

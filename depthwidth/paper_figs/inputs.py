@@ -1,7 +1,8 @@
 """What the figures are drawn from: the results table and a fit, both read from storage.
 
 Figures never train anything (docs/architecture.md: config → run → record → table → fit → figures). The
-table comes from ``RESULTS/runs/*/record.json`` via :func:`depthwidth.fits.table.load_table`;
+table comes from ``RESULTS/runs/*/record.json`` via :func:`depthwidth.fits.table.load_table`
+(with the records of the further directories a fit file names in ``table.also``, ``fit --also``);
 the fit is either a fit JSON file written by ``depthwidth fit`` (format in
 :mod:`depthwidth.fits.law`) or, when none is given, computed in memory from the same table by
 :func:`depthwidth.fits.lawfit.build_fit` with the given :class:`~depthwidth.fits.options.FitOptions`
@@ -88,7 +89,6 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
     if fit_path is not None and str(fit_path) in BUILTIN_LAWS and not storage.path(fit_path).exists():
         raise UserError(f"--fit takes a fit file written by `depthwidth fit`; the published law "
                         f"{fit_path} is always drawn")
-    table = load_table(root)
     notes: list[str] = []
     pairs = None
     if fit_path is not None:
@@ -97,7 +97,13 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         fitted_on = (fit.get("table") or {}).get("results")
         if fitted_on and not storage.same_location(_beside(fitted_on, fit_path), results_dir):
             notes.append(f"fit {fit_path} was made from {fitted_on}, not from {results_dir}")
+        # a fit of several directories (fit --also) is drawn with all of its records
+        also = (fit.get("table") or {}).get("also") or []
+        if not isinstance(also, list) or not all(isinstance(d, str) and d for d in also):
+            raise UserError(f"fit file {fit_path}: table.also must be a list of results directories")
+        table = load_table(root, also=[_beside(d, fit_path) for d in also] or None)
     else:
+        table = load_table(root)
         # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.lawfit import build_fit
 

@@ -165,6 +165,9 @@ def test_cli_presets_list_and_show(capsys):
     assert main(["presets", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["presets"]
     assert {r["name"]: r["n_runs"] for r in rows}["levine2020"] == 315
+    assert main(["presets"]) == 0
+    lines = capsys.readouterr().out.splitlines()[:-1]
+    assert len(lines) == len(rows) and len({line.index(" runs  depths") for line in lines}) == 1  # one column
     assert main(["presets", "smoke", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["n_runs"] == 8 and s["widths"] == {"1": [16, 32], "2": [16, 32]}
