@@ -132,6 +132,28 @@ def test_committed_law_long_prediction_matches_its_fit():
         assert p["ci95"] == pytest.approx(q["ci95"], rel=1e-12)
 
 
+def test_committed_predict_36_fit_and_its_verdict(tmp_path, capsys):
+    """The (3,6) verdict the README and docs state: the committed fit is what `fit` gives from the
+    committed records, and the verdict follows from it and the pre-registered file by hand."""
+    committed = json.loads((ROOT / "results" / "predict-36" / "fit.json").read_text())
+    assert main(["fit", "--results", str(ROOT / "results" / "predict-36"), "--out", str(tmp_path / "f.json"),
+                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (p,) = committed["points"] + committed["no_crossing"]
+    (q,) = out["points"] + out["no_crossing"]
+    assert (p["L_s"], p["L_d"], p["status"]) == (3, 6, "crossing") and p["bootstrap_fraction"] == 1.0
+    assert q["N_star"] == pytest.approx(p["N_star"], rel=1e-12) and q["N_star_ci95"] == pytest.approx(p["N_star_ci95"])
+    assert committed["table"]["n_used"] == 36 and round(p["N_star"], -3) == 182e3
+    pred = next(x for x in json.loads((ROOT / "results/predictions/law-long.json").read_text())["predictions"]
+                if x["pair"] == [3, 6])
+    v = next(x for x in out["verdicts"] if x["pair"] == [3, 6])
+    lo, hi = pred["ci95"]
+    assert v["ratio"] == pytest.approx(p["N_star"] / pred["n_star"]) and round(v["ratio"], 2) == 1.54
+    assert v["inside_predicted_ci95"] is False and not lo <= p["N_star"] <= hi
+    z = (math.log(p["N_star"]) - math.log(pred["n_star"])) / math.hypot(pred["sigma_ln_n_star"], p["sigma_ln_N_star"])
+    assert v["z"] == pytest.approx(z) and round(z, 2) == 2.11
+
+
 @pytest.mark.parametrize("change", [{"n_star": "x"}, {"pair": [3]}, {"ci95": None, "pair": [3, True]}, "drop_ci95"])
 def test_malformed_prediction_entries_are_one_line(tmp_path, change):
     d = P.predict(_fit(), "f", b"", [(3, 6)])
