@@ -320,14 +320,10 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     recorded = {r["run_id"] for r in every}
     dir_of = {id(r): str(results) for r in every}  # with tune_lr: which directory a record came from
     extra_unfinished: list[str] = []
-    for d in tune_dirs or []:
-        more, unfinished_there = _more_records(d, "--tune-lr")
-        extra_unfinished += unfinished_there
-        dir_of.update({id(r): d for r in more})
-        every = every + more
-    for d in also_dirs:
-        more, unfinished_there = _more_records(d, "--also")
-        _no_run_twice(every, more, d, dir_of)
+    for d, flag in [*((d, "--tune-lr") for d in tune_dirs or []), *((d, "--also") for d in also_dirs)]:
+        more, unfinished_there = _more_records(d, flag)
+        if flag == "--also":  # more seeds of one lr: a run read twice would count twice (tune_lr checks its own)
+            _no_run_twice(every, more, d, dir_of)
         extra_unfinished += unfinished_there
         dir_of.update({id(r): d for r in more})
         every = every + more
