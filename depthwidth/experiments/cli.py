@@ -359,12 +359,15 @@ def _presets(args: argparse.Namespace) -> int:
             p = presets.load_preset(name)
             rows.append({"name": p.name, "n_runs": len(p.runs), "depths": list(p.depths), "seeds": len(p.seeds),
                          "corpora": list(p.corpora), "expected_minutes": p.expected_minutes,
+                         # a [refine] table adds runs after the grid (sweep --refine): at most this many
+                         "refine_max_runs": p.refine.max_runs if p.refine else None,
                          "description": p.description})
         wide = max(len(r["name"]) for r in rows)  # columns line up whatever the longest name
         text = "\n".join(
             f"{r['name']:<{wide}} {r['n_runs']:>4} runs  depths {','.join(map(str, r['depths']))}  "
             f"{r['seeds']} seed(s)  {','.join(r['corpora'])}"
             + (f"  ~{r['expected_minutes']:g} min" if r["expected_minutes"] else "")
+            + (f"  (--refine: up to {r['refine_max_runs']} more)" if r["refine_max_runs"] else "")
             for r in rows)
         emit(args, {"presets": rows}, text + "\n(depthwidth presets NAME shows one)")
         return 0

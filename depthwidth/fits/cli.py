@@ -78,10 +78,10 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", default=None, metavar="S,S,...",
                    help="use only the runs of these seeds (e.g. 0: compare a sweep that has one seed so far "
                         "with the same seed of another)")
-    p.add_argument("--tune-lr", nargs="+", default=None, metavar="DIR",
+    p.add_argument("--tune-lr", nargs="+", action="extend", default=None, metavar="DIR",
                    help="also read these results directories (the same protocol at other learning rates) and "
                         "use, per (depth, width) cell, the lr with the lowest mean validation loss")
-    p.add_argument("--also", nargs="+", default=None, metavar="DIR",
+    p.add_argument("--also", nargs="+", action="extend", default=None, metavar="DIR",
                    help="also read the records of these results directories, of the same protocol, as if they "
                         "were under --results (e.g. extra seeds trained into a directory of their own)")
 
@@ -122,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("lrscan", help="learning-rate scan: per shape, the best lr and what an lr rule costs",
                        description="Per (depth, width, seed): test loss vs ln(lr) through a parabola, its "
                                    "optimum, and the loss at lr = c / d_model^power (fits.lrscan).")
-    s.add_argument("--results", required=True, nargs="+", metavar="DIR",
+    s.add_argument("--results", required=True, nargs="+", action="extend", metavar="DIR",
                    help="results directory (or several: one scan of the same protocol) of runs that differ in "
                         "train.lr")
     s.add_argument("--seeds", default=None, metavar="S,S,...", help="use only the runs of these seeds")
@@ -138,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "of depth pairs the fit has not seen (fits.predict); with --check, compare a "
                                    "prediction file with a measured fit (the verdict).")
     r.add_argument("--fit", required=True, help="fit JSON: the law to predict from, or with --check the measured fit")
-    r.add_argument("--pairs", nargs="+", metavar="LS,LD", help="depth pairs to predict, e.g. 3,6 2,3")
+    r.add_argument("--pairs", nargs="+", action="extend", metavar="LS,LD", help="depth pairs to predict, e.g. 3,6 2,3")
     r.add_argument("--out", default=None, help="prediction JSON to write (refuses to overwrite one)")
     r.add_argument("--check", default=None, metavar="PREDICTION",
                    help="a prediction file: print measured vs predicted per pair for the fit given by --fit")

@@ -199,21 +199,30 @@ def read_prediction(path: str) -> dict[str, Any]:
         raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
                         f"version {PREDICTION_VERSION})")
     preds = d.get("predictions")
-    if not isinstance(preds, list) or not all(_well_formed(p) for p in preds):
-        raise UserError(f"{path}: 'predictions' must be a list of pair predictions (pair [L_s, L_d], numeric "
-                        "n_star, ln_n_star and sigma_ln_n_star, ci95 [lo, hi] or null, depth_convention)")
+    if not isinstance(preds, list) or not preds or not all(_well_formed(p) for p in preds):
+        raise UserError(f"{path}: 'predictions' must be a non-empty list of pair predictions (pair [L_s, L_d] "
+                        "with 1 <= L_s < L_d, positive n_star, numeric ln_n_star, sigma_ln_n_star >= 0 or null, "
+                        "ci95 [lo, hi] with 0 < lo <= hi or null, depth_convention)")
     return d
 
 
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _well_formed(p: Any) -> bool:
-    num = (int, float)
-    ci = p.get("ci95") if isinstance(p, dict) else None
-    return (isinstance(p, dict) and isinstance(p.get("pair"), list) and len(p["pair"]) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in p["pair"])
-            and all(isinstance(p.get(k), num) and not isinstance(p.get(k), bool) for k in ("n_star", "ln_n_star"))
-            and (p.get("sigma_ln_n_star") is None or isinstance(p.get("sigma_ln_n_star"), num))
-            and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, num) for v in ci)))
-            and "ci95" in p and isinstance(p.get("depth_convention"), str))
+    """One pair prediction as :func:`predict` writes it; a hand-edited file must not pass with a
+    pair the command line refuses (L_s >= L_d), a negative sigma (it flips z's sign) or N* <= 0."""
+    if not isinstance(p, dict) or "ci95" not in p:
+        return False
+    pair, ci, sigma = p.get("pair"), p.get("ci95"), p.get("sigma_ln_n_star")
+    return (isinstance(pair, list) and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in pair) and 1 <= pair[0] < pair[1]
+            and _num(p.get("n_star")) and p["n_star"] > 0 and _num(p.get("ln_n_star"))
+            and (sigma is None or (_num(sigma) and sigma >= 0))
+            and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(_num(v) for v in ci)
+                                and 0 < ci[0] <= ci[1]))
+            and isinstance(p.get("depth_convention"), str))
 
 
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:

@@ -164,6 +164,11 @@ def _protocol(context: str) -> str:
     return json.dumps(ident, sort_keys=True)
 
 
+# The protocol fields a reader looks for first in a mix of protocols, named before the rest.
+LEADING_KEYS = ("train.steps", "train.lr", "train.batch_size", "model.seq_len", "data.corpus", "data.tokenizer",
+                "data.heldout")
+
+
 def check_one_protocol(used: pd.DataFrame, results: str, lr_rule: bool = True) -> list[str]:
     """Every record of a fit must come from one training protocol, not only the seeds of a
     cell: UserError (naming the fields that differ and a run of each protocol) when the used
@@ -176,8 +181,15 @@ def check_one_protocol(used: pd.DataFrame, results: str, lr_rule: bool = True) -
     if protocols.nunique() > 1:
         groups = sorted(used.groupby(protocols, sort=False), key=lambda pg: (-len(pg[1]), sorted(pg[1]["run_id"])[0]))
         flats = [_flat(json.loads(p)) if p != "null" else {"config": "null"} for p, _ in groups]
-        keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1})
-        runs = "; ".join(f"{len(g)} like {sorted(g['run_id'])[0]}" for _, g in groups)
+        keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1},
+                      key=lambda k: (k not in LEADING_KEYS, LEADING_KEYS.index(k) if k in LEADING_KEYS else 0, k))
+        # steps may differ per shape (PER_SHAPE), so they are not in the protocol; but a mix of a
+        # 2,000- and an 8,000-step sweep is told by its steps first, so they are named when they differ
+        steps = [sorted({int(v) for v in g["steps"].dropna()}) for _, g in groups]
+        show_steps = len({tuple(v) for v in steps}) > 1
+        runs = "; ".join(f"{len(g)} like {sorted(g['run_id'])[0]}"
+                         + (f" ({'/'.join(map(str, st))} steps)" if show_steps else "")
+                         for (_, g), st in zip(groups, steps))
         raise UserError(f"the records of {results} mix {len(groups)} training protocols (they differ in "
                         f"{', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''}): {runs}; "
                         "fit one protocol at a time")
@@ -353,7 +365,8 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
         raise UserError(f"no usable runs in {results}: {len(records)} record(s), "
                         f"{len(excluded)} excluded, {len(unfinished)} unfinished")
     used["test_loss"] = used["test_loss"].astype(float)
-    warnings = check_one_protocol(used, str(results), lr_rule=not tune_dirs)
+    where = str(results) + "".join(f" and {d}" for d in also_dirs)  # --also: a mix may come from either
+    warnings = check_one_protocol(used, where, lr_rule=not tune_dirs)
 
     cells, losses, chunks = _cells(used)
     return ResultsTable(results=str(results), runs=runs, cells=cells, excluded=excluded,

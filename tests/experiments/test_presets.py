@@ -165,8 +165,13 @@ def test_cli_presets_list_and_show(capsys):
     assert main(["presets", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["presets"]
     assert {r["name"]: r["n_runs"] for r in rows}["levine2020"] == 315
+    # law-long: 33 grid runs, and its [refine] table's max_runs (the 45 records = 33 + 12 refined)
+    by_name = {r["name"]: r for r in rows}
+    assert (by_name["law-long"]["n_runs"], by_name["law-long"]["refine_max_runs"]) == (33, 30)
+    assert by_name["smoke"]["refine_max_runs"] is None
     assert main(["presets"]) == 0
     lines = capsys.readouterr().out.splitlines()[:-1]
+    assert [ln for ln in lines if ln.startswith("law-long ")][0].endswith("austen  (--refine: up to 30 more)")
     assert len(lines) == len(rows) and len({line.index(" runs  depths") for line in lines}) == 1  # one column
     assert main(["presets", "smoke", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)

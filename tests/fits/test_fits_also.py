@@ -87,6 +87,37 @@ def test_bad_also_directories_are_refused_in_one_line(split, tmp_path, case, mes
     assert "\n" not in str(e.value)
 
 
+def test_a_mix_of_protocols_names_every_directory_and_the_steps_first(split, tmp_path):
+    """law-long --also law-short: the message names both directories, and the steps (8,000 vs
+    2,000 there) before any other field, although steps may differ per shape within a protocol."""
+    _, a, _ = split
+    write_synthetic(tmp_path / "short", depths=(2, 4, 8), n_seeds=1, per_decade=3, vocab_size=65)
+    for path in (tmp_path / "short" / "runs").glob("*/record.json"):  # a shorter sweep of another vocabulary
+        rec = json.loads(path.read_text())
+        rec["steps"] = rec["config"]["train"]["steps"] = 500
+        path.write_text(json.dumps(rec))
+    with pytest.raises(UserError) as e:
+        load_table(a, also=[tmp_path / "short"])
+    msg = str(e.value)
+    assert msg.startswith(f"the records of {a} and {tmp_path / 'short'} mix 2 training protocols")
+    assert " steps)" in msg and "\n" not in msg
+
+
+def test_a_repeated_also_adds_directories_not_replaces_them(split, tmp_path, capsys):
+    """--also A --also B reads both, as --also A B does (a repeat once dropped A silently)."""
+    whole, a, b = split
+    c = tmp_path / "c"
+    for rec in sorted((b / "runs").glob("*/record.json")):  # split b in two by seed
+        if json.loads(rec.read_text())["seed"] == 3:
+            shutil.move(str(rec.parent), str(c / "runs" / rec.parent.name))
+    common = ["--bootstrap", "40", "--json", "--out", str(tmp_path / "f.json")]
+    assert main(["fit", "--results", str(a), "--also", str(b), "--also", str(c), *common]) == 0
+    repeated = json.loads(capsys.readouterr().out)
+    assert main(["fit", "--results", str(a), "--also", str(b), str(c), *common]) == 0
+    assert repeated == json.loads(capsys.readouterr().out)
+    assert repeated["table"]["n_used"] == load_table(whole).summary()["n_used"]
+
+
 def test_fit_also_needs_out_and_bad_input_exits_2(split, capsys):
     _, a, b = split
     assert main(["fit", "--results", str(a), "--also", str(b)]) == 2  # would overwrite a's fit.json

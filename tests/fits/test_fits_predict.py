@@ -154,11 +154,16 @@ def test_committed_predict_36_fit_and_its_verdict(tmp_path, capsys):
     assert v["z"] == pytest.approx(z) and round(z, 2) == 2.11
 
 
-@pytest.mark.parametrize("change", [{"n_star": "x"}, {"pair": [3]}, {"ci95": None, "pair": [3, True]}, "drop_ci95"])
+@pytest.mark.parametrize("change", [{"n_star": "x"}, {"pair": [3]}, {"ci95": None, "pair": [3, True]}, "drop_ci95",
+                                    # hand edits the command line would refuse; a negative sigma flips z
+                                    {"sigma_ln_n_star": -0.1}, {"pair": [6, 3]}, {"pair": [0, 2]}, {"n_star": -1.0},
+                                    {"n_star": float("nan")}, {"ci95": [2e5, 1e5]}, "empty"])
 def test_malformed_prediction_entries_are_one_line(tmp_path, change):
     d = P.predict(_fit(), "f", b"", [(3, 6)])
     if change == "drop_ci95":
         del d["predictions"][0]["ci95"]
+    elif change == "empty":
+        d["predictions"] = []
     else:
         d["predictions"][0].update(change)
     path = tmp_path / "p.json"

@@ -189,7 +189,8 @@ def test_two_protocols_without_a_shared_cell_are_refused(tmp_path):
     with pytest.raises(UserError) as e:
         load_table(tmp_path)
     assert str(e.value) == (f"the records of {tmp_path} mix 2 training protocols (they differ in train.batch_size): "
-                            f"4 like {sorted(long_ids)[0]}; 1 like {short}; fit one protocol at a time")
+                            f"4 like {sorted(long_ids)[0]} (2000 steps); 1 like {short} (100 steps); "
+                            "fit one protocol at a time")
 
 
 def test_steps_that_differ_between_cells_are_named_in_the_fits_warnings(tmp_path):
