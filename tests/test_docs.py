@@ -241,6 +241,13 @@ def test_generated_verdict_counts_records_then_judges(tmp_path, monkeypatch):
     out = gen.verdict("p/pred.json predict-36 r")
     assert "| (3, 6) | 118K [79.3K, 175K] | 235K [176K, 294K] | 100.0 % | ×2.00 |" in out
     assert "outside the predicted interval" in out and "| (2, 3) |" in out and "not resolved" in out
+    # a grid run's record and one outside the grid (a refinement round's) are counted apart
+    from depthwidth.experiments.presets import load_preset
+
+    for rid in (load_preset("predict-36").runs[0].run_id(), "L3-d76-h2-s0-refined"):
+        (tmp_path / "r/runs" / rid).mkdir(parents=True)
+        (tmp_path / "r/runs" / rid / "record.json").write_text("{}")
+    assert gen.progress("predict-36 r") == "`predict-36`: records for 1 of its 24 grid runs and 1 refinement run in `r`"
 
 
 def test_generated_layout_lists_every_module_and_the_reference_every_command():

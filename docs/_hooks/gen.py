@@ -12,6 +12,7 @@ A page asks for generated text with a marker on a line of its own::
     <!-- gen: predictions FILE -->              the pre-registered transitions of a prediction file
     <!-- gen: estimators FILE -->               b under every estimator (fit --estimators' JSON)
     <!-- gen: verdict PRED PRESET RESULTS -->   measured vs predicted for RESULTS/fit.json (or the runs done)
+    <!-- gen: progress PRESET RESULTS -->       how many of a preset's grid and refinement runs have records
 
 Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
 to the site by :func:`on_files`), so a page links them as e.g.
@@ -237,18 +238,28 @@ def estimators(path: str) -> str:
     return "\n".join(out)
 
 
+def progress(arg: str) -> str:
+    """How many of a preset's grid runs have records under RESULTS, and how many other records
+    (refinement rounds) are there."""
+    from depthwidth.experiments.presets import load_preset
+
+    preset, results = arg.split()
+    grid = {r.run_id() for r in load_preset(preset).runs}
+    recorded = {p.parent.name for p in (REPO / results / "runs").glob("*/record.json")}
+    more = len(recorded - grid)
+    return (f"`{preset}`: records for {len(grid & recorded)} of its {len(grid)} grid runs"
+            + (f" and {more} refinement run{'s' if more != 1 else ''}" if more else "") + f" in `{results}`")
+
+
 def verdict(arg: str) -> str:
     """Measured vs predicted (``predict --check``) once ``RESULTS/fit.json`` exists; before that,
     how many of the preset's runs have records."""
-    from depthwidth.experiments.presets import load_preset
     from depthwidth.fits.predict import read_prediction
     from depthwidth.fits.predict import verdict as judge
 
     pred_path, preset, results = arg.split()
-    runs = load_preset(preset).runs
-    done = [r for r in runs if (REPO / results / "runs" / r.run_id() / "record.json").is_file()]
     fit = REPO / results / "fit.json"
-    head = f"`{preset}`: records for {len(done)} of its {len(runs)} grid runs in `{results}`"
+    head = progress(f"{preset} {results}")
     if not fit.is_file():
         return head + "; no fit yet, so no verdict."
     rows = judge(read_prediction(str(REPO / pred_path)), json.loads(fit.read_text()))
@@ -271,6 +282,7 @@ GENERATORS = {
     "predictions": predictions,
     "estimators": estimators,
     "verdict": verdict,
+    "progress": progress,
     "cli": lambda arg: cli_reference(),
     "layout": lambda arg: layout(),
     "include": include,
