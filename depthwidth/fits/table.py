@@ -164,9 +164,9 @@ def _protocol(context: str) -> str:
     return json.dumps(ident, sort_keys=True)
 
 
-# The protocol fields a reader looks for first in a mix of protocols, named before the rest.
-LEADING_KEYS = ("train.steps", "train.lr", "train.batch_size", "model.seq_len", "data.corpus", "data.tokenizer",
-                "data.heldout")
+# The protocol fields a reader looks for first in a mix of protocols, named before the rest (steps
+# and lr are PER_SHAPE, so never among them: the message gives the steps of each group instead).
+LEADING_KEYS = ("train.batch_size", "model.seq_len", "data.corpus", "data.tokenizer", "data.heldout")
 
 
 def check_one_protocol(used: pd.DataFrame, results: str, lr_rule: bool = True) -> list[str]:
@@ -182,7 +182,7 @@ def check_one_protocol(used: pd.DataFrame, results: str, lr_rule: bool = True) -
         groups = sorted(used.groupby(protocols, sort=False), key=lambda pg: (-len(pg[1]), sorted(pg[1]["run_id"])[0]))
         flats = [_flat(json.loads(p)) if p != "null" else {"config": "null"} for p, _ in groups]
         keys = sorted({k for f in flats for k in f if len({g.get(k) for g in flats}) > 1},
-                      key=lambda k: (k not in LEADING_KEYS, LEADING_KEYS.index(k) if k in LEADING_KEYS else 0, k))
+                      key=lambda k: (LEADING_KEYS.index(k) if k in LEADING_KEYS else len(LEADING_KEYS), k))
         # steps may differ per shape (PER_SHAPE), so they are not in the protocol; but a mix of a
         # 2,000- and an 8,000-step sweep is told by its steps first, so they are named when they differ
         steps = [sorted({int(v) for v in g["steps"].dropna()}) for _, g in groups]
