@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from depthwidth import __version__, hostcpu
@@ -39,6 +40,23 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{sub}: {message}" if sub else message)
 
 
+_NEGATIVE = re.compile(r"-\d")
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--params -1.3B`` -> ``--params=-1.3B``. argparse takes only plain numbers (``-5``,
+    ``-.5``) for values that start with "-"; ``-1.3B`` or ``-1,2`` would fail as "expected one
+    argument", before the option's own check could say "must be positive". No option or
+    positional of this CLI starts with a digit, so the join changes no valid command line."""
+    out: list[str] = []
+    for tok in argv:
+        if out and _NEGATIVE.match(tok) and out[-1].startswith("--") and "=" not in out[-1]:
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="depthwidth", description="Depth vs width in self-attention: theory and experiment.")
 
@@ -53,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

@@ -212,6 +212,11 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
      "depthwidth: error: --params '1e-400' is too small: it underflows to 0 as a float (the smallest positive one "
      "is ~5e-324)"),
     (["query", "--params=-inf"], "depthwidth: error: --params must be finite, got '-inf'"),
+    # a value that starts like a negative number reaches the option's own check (it was argparse's
+    # "expected one argument")
+    (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
+    (["predict", "--fit", "results/law-long/fit.json", "--pairs", "-1,2", "--out", "OUT"],
+     "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),
     # fresh-user review 29, left over: rounding flags were silently ignored without --params
     (["query", "--layers", "12", "--n-head", "16"],
      "depthwidth: error: --n-head shapes the rounded answer of --params; --layers and --shape answer no rounded shape"),
