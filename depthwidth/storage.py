@@ -274,7 +274,12 @@ def write_atomic(p: str | Path, data: bytes | str, *, exclusive: bool = False) -
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = unique_sibling(p)
     try:
-        with open(tmp, "xb") as fh:
+        try:
+            fh = open(tmp, "xb")
+        except OSError as e:  # name the file the caller asked for, not the hidden temp name
+            raise type(e)(e.errno, f"{e.strerror}: cannot create a temporary file in {p.parent} to write",
+                          str(p)) from None
+        with fh:
             fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())

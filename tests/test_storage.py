@@ -5,6 +5,7 @@ one-line errors."""
 import dataclasses
 import json
 import subprocess
+from pathlib import Path
 
 import fsspec
 import pytest
@@ -319,3 +320,15 @@ def test_load_run_reloads_kept_weights_from_a_url(tmp_path):
     rec = train_run(cfg, "memory://w", progress=False, verbose=False)
     rcfg, model = load_run(f"memory://w/runs/{rec['run_id']}")
     assert rcfg.model.d_model == 16 and model is not None
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="needs Linux's /proc (a directory no file can be created in)")
+def test_a_write_that_cannot_create_its_temp_file_names_the_asked_path(capsys):
+    """`fit --out /proc/version` named the hidden temp file (/proc/.version.PID.HEX) in its error."""
+    with pytest.raises(OSError) as ei:
+        storage.write_atomic("/proc/version", "x")
+    assert ei.value.filename == "/proc/version" and "temporary file in /proc" in str(ei.value)
+    assert main(["fit", "--results", str(Path(__file__).resolve().parents[1] / "results" / "law-long"),
+                 "--out", "/proc/version"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'/proc/version'" in err and "/proc/.version" not in err
