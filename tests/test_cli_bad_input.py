@@ -214,6 +214,10 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     (["query", "--params=-inf"], "depthwidth: error: --params must be finite, got '-inf'"),
     # a value that starts like a negative number reaches the option's own check (it was argparse's
     # "expected one argument")
+    # fresh-user review (session 7): 1e9 replicates ran the machine out of memory
+    (["fit", "--results", "results/law-long", "--out", "OUT", "--bootstrap", "1e9"],
+     "depthwidth: error: --bootstrap must be <= 100,000 replicates (the crossing share's Monte Carlo error is then "
+     "0.07 points; time grows linearly), got 1,000,000,000"),
     (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),

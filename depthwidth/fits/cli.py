@@ -19,7 +19,7 @@ from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import load_fit_file, load_law
-from depthwidth.fits.options import FitOptions
+from depthwidth.fits.options import FitOptions, parse_bootstrap
 from depthwidth.units import (
     format_count,
     format_level,
@@ -431,7 +431,7 @@ def _fit(args: argparse.Namespace) -> int:
     from depthwidth.fits.table import load_table
 
     options = FitOptions(pairs=args.pairs, assign=args.assign,
-                         bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2),
+                         bootstrap=parse_bootstrap(args.bootstrap),
                          resample=args.resample, seed=parse_int(args.seed, name="--seed", minimum=0))
     for flag, given in (("--cells-of", args.cells_of), ("--seeds", args.seeds), ("--tune-lr", args.tune_lr),
                         ("--also", args.also)):

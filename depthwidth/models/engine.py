@@ -130,6 +130,10 @@ def build_engine(cfg: RunConfig, *, mesh: jax.sharding.Mesh | None = None, verbo
     compiling when the compiled step cannot (:func:`_check_fits`).
     """
     mesh = mesh or sh.make_mesh(cfg.mesh)
+    axis = dict(cfg.mesh.rules).get("batch", "data")
+    if axis is not None and cfg.train.batch_size % mesh.shape[axis]:  # else jax's IndivisibleError at the first step
+        raise UserError(f"train.batch_size={cfg.train.batch_size} does not split over the {mesh.shape[axis]} devices of "
+                        f"mesh axis '{axis}' (the batch rule): use a multiple of {mesh.shape[axis]}, or set mesh.{axis}")
     layout = state_layout(cfg, mesh)
     # Before compiling (which can take very long for absurd shapes): state + gradients spread
     # evenly over the mesh is a lower bound on what every device must hold.

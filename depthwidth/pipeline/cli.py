@@ -26,8 +26,7 @@ from depthwidth.experiments.cli import (
     sweep_args,
     sweep_executor,
 )
-from depthwidth.fits.options import FitOptions
-from depthwidth.units import parse_int
+from depthwidth.fits.options import FitOptions, parse_bootstrap
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,7 +89,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     preset = load(args)
     executor = sweep_executor(args)
     options = FitOptions(pairs=args.pairs, assign=args.assign,
-                         bootstrap=parse_int(args.bootstrap, name="--bootstrap", minimum=2))
+                         bootstrap=parse_bootstrap(args.bootstrap))
     results = args.results or default_results(preset.name)
     if args.out and (blocker := storage.file_in_the_way(args.out)):  # before the sweep, which may train for hours
         raise UserError(f"--out {args.out}: {blocker} exists and is not a directory")

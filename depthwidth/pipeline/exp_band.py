@@ -19,7 +19,7 @@ from depthwidth import storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
 from depthwidth.fits import options
-from depthwidth.units import format_count, parse_float, parse_int
+from depthwidth.units import format_count, parse_float
 
 HELP = "Kaplan's shape band: the loss spread across d/L at fixed N, in percent and as a parameter multiplier"
 DESCRIPTION = (
@@ -70,7 +70,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             raise UserError(f"--with {d} is the --results directory itself")
     return {"budgets": band.parse_budgets(args.budgets), "with": withs,
             "tolerance": _factor(args.tolerance, "--tolerance"), "window": _factor(args.window, "--window"),
-            "n_boot": parse_int(args.bootstrap, name="--bootstrap", minimum=0)}
+            "n_boot": options.parse_bootstrap(args.bootstrap, minimum=0)}
 
 
 def _preset(args: argparse.Namespace):

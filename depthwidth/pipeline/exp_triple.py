@@ -20,6 +20,7 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.console import emit
 from depthwidth.errors import UserError
+from depthwidth.fits.options import parse_bootstrap
 from depthwidth.units import format_count, parse_int
 
 HELP = "equal-weight shapes (2x96, 8x48, 32x24 at CPU scale) vs halving the budget"
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits.triple import analyse
 
-    n_boot = parse_int(args.bootstrap, name="--bootstrap", minimum=1)
+    n_boot = parse_bootstrap(args.bootstrap, minimum=1)
     jobs = parse_int(args.jobs, name="--jobs", minimum=1)  # checked with --no-train too
     preset = with_overrides(load_preset(args.preset), args.overrides)
     if Path(args.results).exists() and not Path(args.results).is_dir():

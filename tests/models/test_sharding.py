@@ -70,3 +70,17 @@ def test_bad_mesh_is_a_user_error():
 
     with pytest.raises(UserError):
         sh.make_mesh(MeshConfig(data=3, model=3))
+
+
+@pytest.mark.parametrize("mesh, axis, n", [(MeshConfig(data=8, model=1), "data", 8),
+                                           (MeshConfig(data=2, model=4, rules=tuple((k, "model" if k == "batch" else v)
+                                                                                   for k, v in MeshConfig().rules)),
+                                            "model", 4)])
+def test_a_batch_that_does_not_split_over_its_mesh_axis_is_one_line(mesh, axis, n):
+    """A fresh user's `train --set train.batch_size=7 --devices 8` ended in jax's IndivisibleError
+    traceback; it is refused before compiling, naming the axis the batch rule maps to."""
+    from depthwidth.errors import UserError
+
+    cfg = dataclasses.replace(BASE, mesh=mesh, train=dataclasses.replace(BASE.train, batch_size=6))
+    with pytest.raises(UserError, match=f"train.batch_size=6 does not split over the {n} devices of mesh axis '{axis}'"):
+        build_engine(cfg, mesh=sh.make_mesh(cfg.mesh), verbose=False)
