@@ -34,6 +34,9 @@ FIXED = [
     (["theory", "seprank", "--layers", "1", "--width", "1e300"], "width 1.0000e+300 (301 digits)"),
     (["sweep", "--preset", "smoke", "--results", "afile"], "not a directory"),
     (["train", "--preset", "smoke", "--out", "afile"], "--out afile exists and is not a directory"),
+    # fresh-user review (session 7): a path under a file was the raw "[Errno 20] Not a directory: .../runs/L1-..."
+    (["train", "--preset", "smoke", "--out", "afile/sub"], "--out afile/sub: afile exists and is not a directory"),
+    (["train", "--out", "afile"], "--out afile exists and is not a directory"),
     (["reproduce", "--preset", "smoke", "--results", "afile"], "not a directory"),
     # found after the seed experiments (issue 11): an OSError after the work, an empty or repeated
     # element silently dropped or measured twice, argparse's message prefixed twice
@@ -302,3 +305,21 @@ def test_an_output_of_the_wrong_kind_is_refused_before_the_work(argv, line, tmp_
     assert time.perf_counter() - t0 < 5  # before the fit or the drawing (seconds to minutes)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
     assert not any((tmp_path / "adir").iterdir())
+
+
+def test_train_without_preset_or_config_says_which_defaults_it_trains(tmp_path, monkeypatch, capsys):
+    """A fresh user's bare `train --out D` trained for minutes on defaults nothing named."""
+    from depthwidth.config import RunConfig
+    from depthwidth.errors import UserError
+    from depthwidth.models import train
+
+    def stop(cfg, *a, **kw):
+        raise UserError(f"stopped before training {cfg.model.n_layer}x{cfg.model.d_model}")
+
+    monkeypatch.setattr(train, "train_run", stop)
+    assert main(["train", "--out", str(tmp_path / "r"), "--set", "train.steps=7", "--set", "train.warmup_steps=0"]) == 2
+    c = RunConfig()
+    assert capsys.readouterr().err.splitlines() == [
+        f"train: no --preset or --config: the defaults of depthwidth.config.RunConfig with --set: L{c.model.n_layer} "
+        f"d{c.model.d_model} H{c.model.n_head}, {c.data.corpus}, 7 steps of batch {c.train.batch_size}",
+        f"depthwidth: error: stopped before training {c.model.n_layer}x{c.model.d_model}"]

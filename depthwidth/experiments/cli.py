@@ -46,7 +46,8 @@ def default_results(preset_name: str) -> str:
 
 def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one run and write its result record")
-    p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu)")
+    p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu); with neither "
+                                    "--preset nor --config, the defaults of depthwidth.config.RunConfig (printed)")
     p.add_argument("--config", help="a TOML file with [model] [data] [train] [mesh] tables")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field (repeatable), e.g. --set model.n_layer=6")
@@ -449,14 +450,20 @@ def _base_config(args):
         cfg = C.from_dict(C.load_toml(args.config))
     else:
         cfg = C.RunConfig()
-    return C.override(cfg, args.overrides)
+    cfg = C.override(cfg, args.overrides)
+    if not (args.preset or args.config):  # say so: a bare `train --out D` trains for minutes on defaults no flag named
+        m, t = cfg.model, cfg.train
+        print(f"train: no --preset or --config: the defaults of depthwidth.config.RunConfig with --set: L{m.n_layer} "
+              f"d{m.d_model} H{m.n_head}, {cfg.data.corpus}, {t.steps:,} steps of batch {t.batch_size}", file=sys.stderr)
+    return cfg
 
 
 def _train(args) -> int:
     cluster = distributed_args(args)
+    if blocker := storage.file_in_the_way(args.out):  # as sweep --results: before any work
+        where = "" if blocker == str(storage.path(args.out)) else f": {blocker}"
+        raise UserError(f"--out {args.out}{where} exists and is not a directory")
     cfg = _base_config(args)
-    if storage.is_file(args.out):  # as sweep --results: before any work
-        raise UserError(f"--out {args.out} exists and is not a directory")
     if args.distributed or cluster:
         # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
         from depthwidth.models.sharding import initialize_distributed

@@ -70,6 +70,17 @@ def _beside(fitted_on: str, fit_path) -> str:
     return str(Path(base).absolute().parent / fitted_on)
 
 
+def _shown(d: str) -> str:
+    """``d`` as the user would type it: relative to the working directory when under it."""
+    if storage.is_url(d):
+        return d
+    p = Path(d).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        return str(p)
+
+
 def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
                 options: FitOptions = FitOptions()) -> FigureInputs:
     """Read the results table and the fit (file, or computed in memory with ``options`` when
@@ -96,7 +107,7 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         source = str(fit_path)
         fitted_on = (fit.get("table") or {}).get("results")
         if fitted_on and not storage.same_location(_beside(fitted_on, fit_path), results_dir):
-            notes.append(f"fit {fit_path} was made from {fitted_on}, not from {results_dir}")
+            notes.append(f"fit {fit_path} was made from {_shown(_beside(fitted_on, fit_path))}, not from {results_dir}")
         # a fit of several directories (fit --also) is drawn with all of its records
         also = (fit.get("table") or {}).get("also") or []
         if not isinstance(also, list) or not all(isinstance(d, str) and d for d in also):

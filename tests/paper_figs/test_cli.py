@@ -117,10 +117,13 @@ def test_a_fit_file_beside_its_results_is_recognised_from_any_directory(capsys, 
     for fit in (str(mine / "fit.json"), f"file://{mine}/fit.json"):
         rc, out, _ = _run(capsys, "figs", "--results", str(mine), "--fit", fit, "--out", str(tmp_path / "o"), "--json")
         assert rc == 0 and not [n for n in json.loads(out)["notes"] if "was made from" in n], fit
-    # a fit of other records is still named
+    # a fit of other records is still named, by the directory it was made from (it said "from .")
     rc, out, _ = _run(capsys, "figs", "--results", str(results), "--fit", str(mine / "fit.json"), "--out",
                       str(tmp_path / "o"), "--json")
-    assert rc == 0 and [n for n in json.loads(out)["notes"] if "was made from ." in n]
+    assert rc == 0 and f"fit {mine / 'fit.json'} was made from {mine.resolve()}, not from {results}" in json.loads(out)["notes"]
+    monkeypatch.chdir(tmp_path)  # under the working directory: relative, as typed
+    rc, out, _ = _run(capsys, "figs", "--results", str(results), "--fit", "res/fit.json", "--out", "o", "--json")
+    assert rc == 0 and f"fit res/fit.json was made from res, not from {results}" in json.loads(out)["notes"]
 
 
 def test_out_defaults_to_results_figures_and_the_first_line_counts_what_changed(capsys, tmp_path, sweep):
