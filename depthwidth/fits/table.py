@@ -279,6 +279,9 @@ def _cells(used: pd.DataFrame) -> tuple[pd.DataFrame, dict[tuple[int, int], list
         if g["context"].nunique() > 1:
             raise UserError(f"cell L={L} d={d} mixes runs with different configurations besides the seed "
                             f"({', '.join(g['run_id'])}); split the results directory")
+        if g["run_id"].duplicated().any():  # one config in two folders: the id alone would be named twice
+            raise UserError(f"run {g.loc[g['run_id'].duplicated(), 'run_id'].iloc[0]} is recorded more than once "
+                            f"(a run folder copied under another name?); keep one")
         if g["seed"].duplicated().any():
             raise UserError(f"cell L={L} d={d} has several records with the same seed ({', '.join(g['run_id'])})")
         y = g["test_loss"].to_numpy()

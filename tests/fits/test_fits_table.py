@@ -60,6 +60,17 @@ def test_mixed_configurations_in_one_cell_raise(tmp_path):
         load_table(tmp_path)
 
 
+def test_a_run_folder_copied_under_another_name_is_named_once(tmp_path):
+    """It was "several records with the same seed (X, X)": the one id, twice."""
+    import shutil
+
+    rid = write(tmp_path, 2, 64, 0, 2.0)
+    write(tmp_path, 2, 64, 1, 2.1)
+    shutil.copytree(run_dir(tmp_path, rid), run_dir(tmp_path, "copy"))
+    with pytest.raises(UserError, match=f"^run {rid} is recorded more than once"):
+        load_table(tmp_path)
+
+
 def test_seeds_differing_only_in_performance_fields_share_a_cell(tmp_path):
     # model.scan_unroll changes speed, not the trained model (it is not in the run id either).
     write(tmp_path, 2, 64, 0, 2.0, scan_unroll=1)
