@@ -221,6 +221,11 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     (["fit", "--results", "results/law-long", "--out", "OUT", "--bootstrap", "1e9"],
      "depthwidth: error: --bootstrap must be <= 100,000 replicates (the crossing share's Monte Carlo error is then "
      "0.07 points; time grows linearly), got 1,000,000,000"),
+    (["predict", "--fit", "results/predictions/law-long.json", "--check", "results/predictions/law-long.json"],
+     "depthwidth: error: --fit results/predictions/law-long.json is a prediction file; --check compares it with a "
+     "measured fit (--fit FIT.json)"),
+    (["predict", "--fit", "results/law-long/estimators.json", "--check", "results/predictions/law-long.json"],
+     "depthwidth: error: --fit results/law-long/estimators.json: not a depthwidth fit file"),
     (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),

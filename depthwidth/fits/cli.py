@@ -372,7 +372,7 @@ def _predict(args: argparse.Namespace) -> int:
         if args.pairs or args.out:
             raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
         pred = P.read_prediction(args.check)
-        rows = P.verdict(pred, fit)
+        rows = P.verdict(pred, fit, f"--fit {args.fit}")
         emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows},
              "\n".join(format_verdicts(rows, args.check, args.fit)))
         return 0

@@ -232,17 +232,20 @@ def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[st
             "bootstrap_fraction": point.get("bootstrap_fraction") if point else None}
 
 
-def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[dict[str, Any]]:
+def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: str = "measured fit") -> list[dict[str, Any]]:
     """Per predicted pair, measured vs predicted (module docstring). ``measured_fit`` is a fit
-    file (any status) whose ``points``/``no_crossing``/``not_fitted`` hold the pair. The measured
-    point must use the prediction's depth convention, else its d_x is not comparable: UserError."""
+    file (any status) whose ``points``/``no_crossing``/``not_fitted`` hold the pair; ``source``
+    names it in errors. The measured point must use the prediction's depth convention, else its
+    d_x is not comparable: UserError."""
+    if isinstance(measured_fit, dict) and measured_fit.get("format") == PREDICTION_FORMAT:
+        raise UserError(f"{source} is a prediction file; --check compares it with a measured fit (--fit FIT.json)")
     if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
-        raise UserError("measured fit: not a depthwidth fit file")
+        raise UserError(f"{source}: not a depthwidth fit file")
     assign = (measured_fit.get("options") or {}).get("assign")
     groups = [measured_fit.get(k, []) for k in ("points", "not_fitted", "no_crossing")]
     if not all(isinstance(g, list) and all(isinstance(p, dict) and isinstance(p.get("L_s"), int)
                                            and isinstance(p.get("L_d"), int) for p in g) for g in groups):
-        raise UserError("measured fit: points, not_fitted and no_crossing must be lists of points with L_s and L_d")
+        raise UserError(f"{source}: points, not_fitted and no_crossing must be lists of points with L_s and L_d")
     everything = [p for g in groups for p in g]
     by_pair = {(int(p["L_s"]), int(p["L_d"])): p for p in everything}
     out = []
