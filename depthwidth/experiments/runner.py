@@ -200,7 +200,7 @@ class SweepReport:
     """What one worker's sweep did. Counts are over the whole preset (all workers' records).
 
     total: runs in the preset; done_before: records present when this worker started;
-    finished / diverged: records by status at the end; trained: run ids this worker trained;
+    finished / diverged: records by status at the end; trained: run ids this command trained (all its --jobs);
     failed: [{run_id, error}] runs whose training raised (claim released, retried next sweep);
     busy: [{run_id, why}] runs held by other live workers when this one stopped looking;
     remaining: runs without a record at the end; wall_s: this worker's wall time (seconds).
@@ -612,7 +612,7 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
 def report_text(rep: SweepReport) -> str:
     """The human summary of a :class:`SweepReport` (what ``depthwidth sweep`` prints)."""
     lines = [f"sweep {rep.preset}: {rep.finished + rep.diverged}/{rep.total} runs have records "
-             f"({rep.finished} finished, {rep.diverged} diverged); this worker trained {len(rep.trained)} "
+             f"({rep.finished} finished, {rep.diverged} diverged); this command trained {len(rep.trained)} "
              f"in {fmt_duration(rep.wall_s)}; {rep.done_before} were done before"]
     for corpus, d in rep.groups.items():
         lines.append(f"  results ({corpus}): {d}")

@@ -382,3 +382,14 @@ def test_jobs_beyond_the_runs_or_the_cores_are_capped_with_one_line(tmp_path, ch
     with pytest.raises(UserError, match=r"^--jobs 5 is more than this machine's 2 cores: give every one of the 3 "
                                         r"hosts --jobs 2 or fewer$"):
         runner.cap_jobs(5, 8, 2, num_workers=3)
+
+
+def test_the_summary_counts_what_this_command_trained_over_its_jobs():
+    """With --jobs 2 the count is both local workers' runs; it said "this worker trained"."""
+    from depthwidth.experiments.runner import SweepReport, report_text
+
+    rep = SweepReport(preset="p", results="r", groups={}, worker=0, num_workers=1, total=8, done_before=3,
+                      finished=8, trained=["a", "b", "c", "d", "e"], wall_s=61.0)
+    first = report_text(rep).splitlines()[0]
+    assert first.startswith("sweep p: 8/8 runs have records (8 finished, 0 diverged); this command trained 5 in ")
+    assert first.endswith("; 3 were done before")
