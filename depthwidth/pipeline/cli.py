@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--refine", action="store_true",
                    help="after the grid, add widths inside each transition's bracket until it is resolved "
                         "(the preset's [refine] table; depthwidth.pipeline.refine)")
-    s.add_argument("--refine-round", action="store_true", help=argparse.SUPPRESS)  # a refinement round's child
+    s.add_argument("--refine-round", metavar="CELLS", help=argparse.SUPPRESS)  # a refinement round's child: LxD,...
     add_json_flag(s)
     s.set_defaults(func=_sweep)
 
@@ -64,14 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     """``depthwidth sweep``: the preset's runs through the executor the options ask for, then,
-    with ``--refine``, refinement rounds; a ``--refine-round`` child worker trains the round its
-    parent computed (the same, from the same records)."""
-    if args.refine or args.refine_round:
+    with ``--refine``, refinement rounds; a ``--refine-round CELLS`` child worker trains the
+    round's cells that its parent planned."""
+    if args.refine or args.refine_round is not None:
         # pandas: ~0.5 s at import; query and --help must not pay it
         from depthwidth.pipeline import refine  # fits and pandas: only when refining
     preset, executor = start_sweep(args)
-    if args.refine_round:
-        preset, _ = refine.round_preset(preset, args.results)
+    if args.refine_round is not None:
+        preset = refine.cells_preset(preset, refine.parse_cells(args.refine_round))
     rep = executor.run(preset, args.results)
     if args.refine and not rep.failed:
         rep = refine.refine_after_grid(preset, args.results, executor, rep)

@@ -29,8 +29,12 @@ so a round first finishes every refined cell that lacks seeds (status ``"unfinis
 and regardless of the budget (those runs were budgeted when the cell was proposed).
 
 It stops when no pair needs a new size, or when the refined runs (records of this preset's base
-outside its grid) would exceed ``max_runs``. Everything is a pure function of the records, so
-an interrupted refinement resumes where it stopped, and every worker proposes the same runs.
+outside its grid) would exceed ``max_runs``. Everything is a pure function of the records (and
+of the run directories begun), so an interrupted refinement resumes where it stopped. The local
+worker processes of one ``sweep --jobs N --refine`` train the round their parent planned
+(:func:`cells_preset`). Separate sweep commands on one directory (other hosts) plan each for
+itself: one that plans after another has begun the round's runs sees "an interrupted round" and
+finishes those cells' seeds first; the next round's plan brings them together again.
 
 Preset table (all keys optional; parsed and validated with the preset, as
 :class:`~depthwidth.experiments.presets.RefineSpec`, so ``load_preset`` rejects a bad one)::
@@ -46,7 +50,7 @@ Preset table (all keys optional; parsed and validated with the preset, as
 
 Why here, in the pipeline: a round fits (``fits``) and then trains (``experiments``), and those
 two layers are siblings that never import each other (ARCHITECTURE.md). The ``sweep`` command's
-``--refine`` / ``--refine-round`` flags are added to it by :mod:`depthwidth.pipeline.cli`.
+``--refine`` / ``--refine-round CELLS`` flags are added to it by :mod:`depthwidth.pipeline.cli`.
 """
 
 from __future__ import annotations
@@ -201,12 +205,42 @@ def plan_round(preset, results: str, spec: RefineSpec) -> tuple[list[dict[str, A
 
 
 def round_preset(preset, results: str):
-    """The preset restricted to the next round's runs, and the round's proposals (both workers
-    of a round compute the same from the same records)."""
+    """The preset restricted to the next round's runs, and the round's proposals (a pure function
+    of the records and the run directories begun)."""
     if len(preset.corpora) != 1:
         raise UserError(f"preset {preset.name}: --refine works on a one-corpus preset (a fit holds one corpus)")
     props, runs = plan_round(preset, results, preset.refine or RefineSpec())
     return dataclasses.replace(preset, runs=tuple(runs)), props
+
+
+def round_cells(sub) -> list[tuple[int, int]]:
+    """The (depth, width) cells of a round's preset (:func:`round_preset`), sorted."""
+    return sorted({(r.model.n_layer, r.model.d_model) for r in sub.runs})
+
+
+def format_cells(cells: list[tuple[int, int]]) -> str:
+    """``[(2, 88), (3, 72)]`` -> ``"2x88,3x72"`` (the value of a round child's ``--refine-round``)."""
+    return ",".join(f"{L}x{d}" for L, d in cells)
+
+
+def parse_cells(text: str) -> list[tuple[int, int]]:
+    """The inverse of :func:`format_cells`; UserError (one line) for anything else."""
+    try:
+        cells = [tuple(int(v) for v in c.split("x")) for c in text.split(",")]
+    except ValueError:
+        cells = []
+    if not cells or any(len(c) != 2 or min(c) < 1 for c in cells):
+        raise UserError(f"--refine-round takes the round's cells as LxD,LxD (e.g. 2x88,3x72), got {text!r}")
+    return sorted(set(cells))
+
+
+def cells_preset(preset, cells: list[tuple[int, int]]):
+    """The preset restricted to every seed of ``cells``: what a round's child worker trains (the
+    runner skips the runs that have records). The parent passes the cells rather than letting
+    each child plan the round from the records: a child that starts after its sibling has begun a
+    run sees that run's directory without a record, and would plan "finish the seeds of" that
+    cell alone, leaving the round's other cells to one worker."""
+    return dataclasses.replace(preset, runs=tuple(cell_configs(preset, cells)))
 
 
 def describe(props: list[dict[str, Any]]) -> list[str]:
@@ -221,11 +255,10 @@ def describe(props: list[dict[str, Any]]) -> list[str]:
 
 def refine_after_grid(preset, results: str, executor: Executor, rep):
     """Refinement rounds after a finished grid (``sweep --refine``): each round's runs go to
-    ``executor``, the grid's (worker processes it starts get ``--refine-round``, which makes
-    them compute the same round: :meth:`~depthwidth.experiments.executors.Executor.with_child_flags`);
-    returns ``rep`` (the grid's SweepReport) with the rounds' trained and failed runs added.
-    Progress lines on stderr."""
-    executor = executor.with_child_flags("--refine-round")
+    ``executor``, the grid's (worker processes it starts get ``--refine-round CELLS``, the round's
+    cells as this process planned them: :meth:`~depthwidth.experiments.executors.Executor.with_child_flags`,
+    :func:`cells_preset`); returns ``rep`` (the grid's SweepReport) with the rounds' trained and
+    failed runs added. Progress lines on stderr."""
     if rep.remaining:
         print(f"[refine] the grid has {rep.remaining} run(s) without a record: not refining yet", file=sys.stderr)
         return rep
@@ -238,7 +271,7 @@ def refine_after_grid(preset, results: str, executor: Executor, rep):
             break
         for line in describe(props):
             print(f"[refine] round {rnd}: {line}", file=sys.stderr)
-        r = executor.run(sub, results)
+        r = executor.with_child_flags("--refine-round", format_cells(round_cells(sub))).run(sub, results)
         trained += r.trained
         failed += r.failed
         if r.failed or r.remaining:

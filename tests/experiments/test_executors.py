@@ -105,8 +105,8 @@ def test_sweep_help_hides_the_worker_flags_which_still_parse():
     assert not [f for f in hidden if f in text]
     assert all(f in text for f in ("--jobs", "--ray", "--ray-hosts-per-run", "--refine"))
     args = build_parser().parse_args(["sweep", "--preset", "smoke", "--results", "r", "--cpus", "0,1",
-                                      "--parent-pid", "1", "--refine-round"])
-    assert (args.cpus, args.parent_pid, args.refine_round) == ("0,1", "1", True)
+                                      "--parent-pid", "1", "--refine-round", "2x88,3x72"])
+    assert (args.cpus, args.parent_pid, args.refine_round) == ("0,1", "1", "2x88,3x72")
 
 
 def test_the_ray_flags_are_one_group():

@@ -136,9 +136,17 @@ def test_sweep_refine_trains_new_widths_once_within_budget(tmp_path, engine_env,
 
     f = tmp_path / "refine-smoke.toml"
     f.write_text(REFINE_PRESET)
-    cmd = cli_cmd + ["sweep", "--preset", str(f), "--results", str(tmp_path / "r"), "--refine", "--no-progress", "--json"]
+    # --jobs 2: the round's runs go to two worker processes, which get the round's cells from this one
+    cmd = cli_cmd + ["sweep", "--preset", str(f), "--results", str(tmp_path / "r"), "--refine", "--no-progress", "--json",
+                     "--jobs", "2"]
     first = subprocess.run(cmd, env=engine_env, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
+    # both children of the round train the round's cells (a late child planned one cell alone)
+    import re
+
+    after = first.stderr.split("[refine] round 1:", 1)[1]
+    sizes = dict(re.findall(r"\[sweep refine-smoke w(\d)/2\] (\d+) runs, ", after))
+    assert sizes.keys() == {"0", "1"} and len(set(sizes.values())) == 1, sizes
     rep = json.loads(first.stdout)
     grid = {r.run_id() for r in load_preset(f).runs}
     refined = [t for t in rep["trained"] if t not in grid]
@@ -157,7 +165,7 @@ def test_refine_flags_belong_to_sweep_only():
 
     parser = build_parser()
     args = parser.parse_args(["sweep", "--preset", "smoke", "--results", "r", "--refine"])
-    assert args.refine and not args.refine_round and args.func.__module__ == "depthwidth.pipeline.cli"
+    assert args.refine and args.refine_round is None and args.func.__module__ == "depthwidth.pipeline.cli"
     assert parser.parse_args(["sweep", "--preset", "smoke", "--results", "r"]).refine is False
     with pytest.raises(UserError, match="unrecognized arguments: --refine"):
         parser.parse_args(["reproduce", "--preset", "smoke", "--refine"])
@@ -207,3 +215,41 @@ def test_an_interrupted_round_first_finishes_its_cells_before_proposing_new_ones
     assert unfinished_cells(preset, load_table(results)) == []
     props, _ = plan_round(preset, str(results), preset.refine)
     assert all(p["status"] != "unfinished" for p in props)
+
+
+def test_round_children_train_the_cells_their_parent_planned_even_after_a_sibling_began(tmp_path):
+    """With --jobs 2 the second child planned the round after the first had begun a run: it saw
+    that run's directory without a record, planned "finish the seeds of" that one cell, and the
+    round's other cell was left to one worker (predict-23, round 4). The parent now passes the
+    round's cells, and each child's preset is every seed of exactly those cells."""
+    from depthwidth.pipeline.refine import cells_preset, format_cells, parse_cells, plan_round, round_preset
+    from depthwidth.records import run_dir, write_json_atomic
+
+    f = tmp_path / "refine-smoke.toml"
+    f.write_text(REFINE_PRESET)
+    preset = load_preset(f)
+    results = tmp_path / "r"
+    for i, r in enumerate(preset.runs):
+        _record_for(results, r, loss=3.0 + 0.01 * i)
+    sub, props = round_preset(preset, str(results))
+    assert props and props[0]["status"] != "unfinished" and sub.runs
+    cells = sorted({(r.model.n_layer, r.model.d_model) for r in sub.runs})
+    assert len(cells) >= 2 and parse_cells(format_cells(cells)) == cells
+    # the first child begins the round's first run ...
+    first = sub.runs[0]
+    write_json_atomic(run_dir(results, first.run_id()) / "config.json", {"run_id": first.run_id(), "config": first.to_dict()})
+    # ... so a child that planned from the records now would train one cell only (the race) ...
+    _, late = plan_round(preset, str(results), preset.refine)
+    assert {(r.model.n_layer, r.model.d_model) for r in late} == {(first.model.n_layer, first.model.d_model)}
+    # ... while the cells the parent passed give every run of the round (and the same list, so
+    # the same split between the children, whichever of them builds it)
+    child = [r.run_id() for r in cells_preset(preset, parse_cells(format_cells(cells))).runs]
+    assert sorted(child) == sorted(r.run_id() for r in sub.runs) and len(child) == len(sub.runs)
+
+
+@pytest.mark.parametrize("text", ["", "2x", "2x88,", "x88", "0x8", "2x88x3", "a,b", "2-88"])
+def test_a_bad_refine_round_value_is_one_line(text):
+    from depthwidth.pipeline.refine import parse_cells
+
+    with pytest.raises(UserError, match="--refine-round takes the round's cells as LxD"):
+        parse_cells(text)
