@@ -70,7 +70,7 @@ def test_query_vocab_subtracts_embedding(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["query", "--params", "0"], "must be positive"),
     (["query", "--params=-5B"], "must be positive"),
-    (["query", "--params", "-5B"], "expected one argument"),
+    (["query", "--params", "-5B"], "--params must be positive, got '-5B'"),
     (["query", "--params", "lots"], "cannot parse"),
     (["query", "--params", ","], "is empty"),
     (["query", "--params", "1B", "--fit", "kaplan2020"], "unknown law 'kaplan2020'"),
