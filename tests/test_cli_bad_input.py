@@ -311,20 +311,3 @@ def test_an_output_of_the_wrong_kind_is_refused_before_the_work(argv, line, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
     assert not any((tmp_path / "adir").iterdir())
 
-
-def test_train_without_preset_or_config_says_which_defaults_it_trains(tmp_path, monkeypatch, capsys):
-    """A fresh user's bare `train --out D` trained for minutes on defaults nothing named."""
-    from depthwidth.config import RunConfig
-    from depthwidth.errors import UserError
-    from depthwidth.models import train
-
-    def stop(cfg, *a, **kw):
-        raise UserError(f"stopped before training {cfg.model.n_layer}x{cfg.model.d_model}")
-
-    monkeypatch.setattr(train, "train_run", stop)
-    assert main(["train", "--out", str(tmp_path / "r"), "--set", "train.steps=7", "--set", "train.warmup_steps=0"]) == 2
-    c = RunConfig()
-    assert capsys.readouterr().err.splitlines() == [
-        f"train: no --preset or --config: the defaults of depthwidth.config.RunConfig with --set: L{c.model.n_layer} "
-        f"d{c.model.d_model} H{c.model.n_head}, {c.data.corpus}, 7 steps of batch {c.train.batch_size}",
-        f"depthwidth: error: stopped before training {c.model.n_layer}x{c.model.d_model}"]

@@ -47,7 +47,7 @@ def default_results(preset_name: str) -> str:
 def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train one run and write its result record")
     p.add_argument("--preset", help="sweep preset whose base config to start from (e.g. smoke, cpu); with neither "
-                                    "--preset nor --config, the defaults of depthwidth.config.RunConfig (printed)")
+                                    "--preset nor --config, the defaults of depthwidth.config.RunConfig")
     p.add_argument("--config", help="a TOML file with [model] [data] [train] [mesh] tables")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override a config field (repeatable), e.g. --set model.n_layer=6")
@@ -450,12 +450,7 @@ def _base_config(args):
         cfg = C.from_dict(C.load_toml(args.config))
     else:
         cfg = C.RunConfig()
-    cfg = C.override(cfg, args.overrides)
-    if not (args.preset or args.config):  # say so: a bare `train --out D` trains for minutes on defaults no flag named
-        m, t = cfg.model, cfg.train
-        print(f"train: no --preset or --config: the defaults of depthwidth.config.RunConfig with --set: L{m.n_layer} "
-              f"d{m.d_model} H{m.n_head}, {cfg.data.corpus}, {t.steps:,} steps of batch {t.batch_size}", file=sys.stderr)
-    return cfg
+    return C.override(cfg, args.overrides)
 
 
 def _train(args) -> int:

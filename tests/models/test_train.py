@@ -260,4 +260,4 @@ def test_unwritable_out_is_one_line(capsys):
     assert main(["train", "--out", "/dev/null/x", "--set", "mesh.data=1", "--set", "train.steps=1",
                  "--set", "train.warmup_steps=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Not a directory" in err[0]
+    assert len(err) == 1 and "/dev/null exists and is not a directory" in err[0]
