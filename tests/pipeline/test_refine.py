@@ -184,15 +184,21 @@ def _record_for(results, cfg, status="finished", loss=3.0):
         device="test", finished_at="2026-01-01T00:00:00+00:00"))
 
 
-def test_an_interrupted_round_first_finishes_its_cells_before_proposing_new_ones(tmp_path):
-    from depthwidth.pipeline.refine import describe, plan_round, unfinished_cells
-
+def _graded_grid(tmp_path):
+    """The refine-smoke preset and a results directory with a record for each of its grid runs."""
     f = tmp_path / "refine-smoke.toml"
     f.write_text(REFINE_PRESET)
     preset = load_preset(f)
     results = tmp_path / "r"
     for i, r in enumerate(preset.runs):
         _record_for(results, r, loss=3.0 + 0.01 * i)
+    return preset, results
+
+
+def test_an_interrupted_round_first_finishes_its_cells_before_proposing_new_ones(tmp_path):
+    from depthwidth.pipeline.refine import describe, plan_round, unfinished_cells
+
+    preset, results = _graded_grid(tmp_path)
     # a refined cell with only seed 0 of the preset's seeds (0, 1): the round was killed after it
     half = cell_configs(preset, [(2, 18)])
     _record_for(results, half[0])
@@ -225,12 +231,7 @@ def test_round_children_train_the_cells_their_parent_planned_even_after_a_siblin
     from depthwidth.pipeline.refine import cells_preset, format_cells, parse_cells, plan_round, round_preset
     from depthwidth.records import run_dir, write_json_atomic
 
-    f = tmp_path / "refine-smoke.toml"
-    f.write_text(REFINE_PRESET)
-    preset = load_preset(f)
-    results = tmp_path / "r"
-    for i, r in enumerate(preset.runs):
-        _record_for(results, r, loss=3.0 + 0.01 * i)
+    preset, results = _graded_grid(tmp_path)
     sub, props = round_preset(preset, str(results))
     assert props and props[0]["status"] != "unfinished" and sub.runs
     cells = sorted({(r.model.n_layer, r.model.d_model) for r in sub.runs})
