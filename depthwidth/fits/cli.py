@@ -417,6 +417,10 @@ def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str) -
         lines.append(f"  {pair}: measured {format_count(v['measured_n_star'])} "
                      f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: x{v['ratio']:.2f}, {inside} the "
                      f"predicted 95% interval; {z}")
+        if v.get("non_normal"):
+            lines.append(f"    caution: the measured bootstrap is far from normal (its 95% interval is "
+                         f"{v['sigma_ln_measured_ci95'] / v['sigma_ln_measured']:.1f}x as wide as its 16-84% range "
+                         f"implies); with sigma from that interval z = {v['z_ci95']:+.2f}")
     return lines
 
 

@@ -38,6 +38,14 @@ measured N* and its 95 % interval, whether it lies inside the predicted interval
 z = (ln N*_meas − ln N*_pred) / sqrt(σ_pred² + σ_meas²) in combined standard deviations (also
 z_pred, in the prediction's σ alone). A pair the measurement does not resolve (no crossing, or one
 found in fewer than 95 % of bootstrap replicates) gets status "not resolved" with the reason.
+
+σ_meas is the fit's ``sigma_ln_N_star``: half the 16–84 percentile range of the bootstrap ln N*
+(:mod:`depthwidth.fits.transitions`). That equals a normal σ only when the bootstrap is roughly
+normal. Where a pair crosses several times, the replicates split between crossings and the
+16–84 range can be much narrower than the 95 % interval suggests, so z overstates the distance. The
+verdict therefore also gives σ_ci95 = (ln hi − ln lo) / (2·1.96) from the measured 95 % interval,
+z_ci95 with it in place of σ_meas, and ``non_normal`` (true when σ_ci95 > 1.5·σ_meas). These are
+read beside z; they do not replace the registered rule (inside the predicted interval or not).
 """
 
 from __future__ import annotations
@@ -62,6 +70,8 @@ from depthwidth.units import abbreviate
 PREDICTION_FORMAT = "depthwidth-prediction"
 PREDICTION_VERSION = 1
 Z95 = 1.959963984540054
+# σ_ci95 / σ_meas above this marks a measured bootstrap far from normal (module docstring).
+NON_NORMAL = 1.5
 
 
 def _sigma_ln_n(law: Law, L: float) -> float | None:
@@ -225,6 +235,13 @@ def _well_formed(p: Any) -> bool:
             and isinstance(p.get("depth_convention"), str))
 
 
+def _sigma_of_interval(ci: Any) -> float | None:
+    """σ of ln N that a normal 95 % interval [lo, hi] implies; None for an open or missing one."""
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_num(v) and v > 0 for v in ci)):
+        return None
+    return (math.log(ci[1]) - math.log(ci[0])) / (2 * Z95)
+
+
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:
     return {"pair": pred["pair"], "status": "not resolved", "reason": reason,
             "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
@@ -267,6 +284,7 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
         ln_m, s_m = math.log(p["N_star"]), p["sigma_ln_N_star"]
         s_p = pred.get("sigma_ln_n_star")
         lo, hi = pred["ci95"] or (None, None)
+        s_ci = _sigma_of_interval(p.get("N_star_ci95"))
         out.append({
             "pair": pred["pair"], "status": "resolved", "bootstrap_fraction": frac,
             "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
@@ -275,5 +293,8 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
             "inside_predicted_ci95": None if lo is None else bool(lo <= p["N_star"] <= hi),
             "z": None if s_p is None else (ln_m - pred["ln_n_star"]) / math.hypot(s_p, s_m),
             "z_pred": None if not s_p else (ln_m - pred["ln_n_star"]) / s_p,
+            "sigma_ln_measured": s_m, "sigma_ln_measured_ci95": s_ci,
+            "z_ci95": None if s_p is None or s_ci is None else (ln_m - pred["ln_n_star"]) / math.hypot(s_p, s_ci),
+            "non_normal": None if s_ci is None else bool(s_ci > NON_NORMAL * s_m),
         })
     return out

@@ -263,18 +263,20 @@ def verdict(arg: str) -> str:
     if not fit.is_file():
         return head + "; no fit yet, so no verdict."
     rows = judge(read_prediction(str(REPO / pred_path)), json.loads(fit.read_text()))
-    out = [head + ".", "", "| pair | predicted N* [95 %] | measured N* [95 %] | crosses in | ratio | z (combined) | verdict |",
-           "|---|---|---|---|---|---|---|"]
+    out = [head + ".", "", "| pair | predicted N* [95 %] | measured N* [95 %] | crosses in | ratio | z (combined) | z (σ from 95 %) | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
     for v in rows:
         pr = f"{fmt_count(v['predicted_n_star'])} [{fmt_count(v['predicted_ci95'][0])}, {fmt_count(v['predicted_ci95'][1])}]"
         if v["status"] != "resolved":
-            out.append(f"| ({v['pair'][0]}, {v['pair'][1]}) | {pr} | – | – | – | – | not resolved: {v['reason']} |")
+            out.append(f"| ({v['pair'][0]}, {v['pair'][1]}) | {pr} | – | – | – | – | – | not resolved: {v['reason']} |")
             continue
         mlo, mhi = v["measured_ci95"] or (None, None)
         ms = f"{fmt_count(v['measured_n_star'])} [{fmt_count(mlo) if mlo else '–'}, {fmt_count(mhi) if mhi else '–'}]"
         out.append(f"| ({v['pair'][0]}, {v['pair'][1]}) | {pr} | {ms} | {100 * v['bootstrap_fraction']:.1f} % | "
                    f"×{v['ratio']:.2f} | {v['z']:+.2f} | "
-                   f"{'inside' if v['inside_predicted_ci95'] else 'outside'} the predicted interval |")
+                   + (f"{v['z_ci95']:+.2f}" + (" (bootstrap far from normal)" if v["non_normal"] else "")
+                      if v["z_ci95"] is not None else "–") + " | "
+                   + f"{'inside' if v['inside_predicted_ci95'] else 'outside'} the predicted interval |")
     return "\n".join(out)
 
 

@@ -92,6 +92,11 @@ def test_verdict_z_and_inside():
     assert v["inside_predicted_ci95"] is (0.3 < 1.959964 * p["sigma_ln_n_star"])
     far, = P.verdict(pred, _measured(p["n_star"] * 10, 0.1))
     assert far["inside_predicted_ci95"] is False and far["z"] > 1.96
+    assert v["non_normal"] is False  # interval [0.8N, 1.2N]: sigma_ci95 0.103 < 1.5 x 0.4
+    assert v["sigma_ln_measured_ci95"] == pytest.approx(math.log(1.5) / (2 * 1.959963984540054))
+    narrow, = P.verdict(pred, _measured(N, 0.01))  # a 16-84% range far narrower than the 95% interval
+    assert narrow["non_normal"] is True
+    assert narrow["z_ci95"] == pytest.approx(0.3 / math.hypot(p["sigma_ln_n_star"], narrow["sigma_ln_measured_ci95"]))
     weak, = P.verdict(pred, _measured(N, 0.4, frac=0.8))
     assert weak["status"] == "not resolved" and "80.0%" in weak["reason"]
     none, = P.verdict(pred, {"format": "depthwidth-fit", "options": {"assign": "geom"}, "points": []})
@@ -199,3 +204,40 @@ def test_prediction_says_whether_the_checkout_was_dirty(tmp_path, monkeypatch):
 
     monkeypatch.setattr(records.subprocess, "run", no_git)
     assert records.code_is_dirty() is None
+
+
+def test_committed_predict_23_fit_and_its_verdict(tmp_path, capsys):
+    """The (2,3) verdict the README and docs state, from the committed records and the
+    pre-registered file: outside the predicted interval, with the measured means crossing three
+    times and a bootstrap far from normal (so z from the 95 % interval is also given)."""
+    committed = json.loads((ROOT / "results" / "predict-23" / "fit.json").read_text())
+    assert main(["fit", "--results", str(ROOT / "results" / "predict-23"), "--pairs", "adjacent",
+                 "--out", str(tmp_path / "f.json"),
+                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (p,) = committed["points"] + committed["no_crossing"]
+    (q,) = out["points"] + out["no_crossing"]
+    assert (p["L_s"], p["L_d"], p["status"]) == (2, 3, "multiple") and p["bootstrap_fraction"] == 1.0
+    assert q["N_star"] == pytest.approx(p["N_star"], rel=1e-12) and q["N_star_ci95"] == pytest.approx(p["N_star_ci95"])
+    assert committed["table"]["n_used"] == 51 and round(p["N_star"], -3) == 159e3
+    assert [round(x, -2) for x in p["crossings_N_down"]] == [45.6e3, 158.8e3]
+    assert [round(x, -2) for x in p["crossings_N_up"]] == [80.9e3]
+    pred = next(x for x in json.loads((ROOT / "results/predictions/law-long.json").read_text())["predictions"]
+                if x["pair"] == [2, 3])
+    v = next(x for x in out["verdicts"] if x["pair"] == [2, 3])
+    assert v["inside_predicted_ci95"] is False and round(v["ratio"], 2) == 4.53
+    d = math.log(p["N_star"]) - math.log(pred["n_star"])
+    assert round(v["z"], 2) == round(d / math.hypot(pred["sigma_ln_n_star"], p["sigma_ln_N_star"]), 2) == 6.09
+    lo, hi = p["N_star_ci95"]
+    s_ci = math.log(hi / lo) / (2 * 1.959963984540054)
+    assert v["non_normal"] is True and round(s_ci / p["sigma_ln_N_star"], 1) == 2.3
+    assert round(v["z_ci95"], 2) == round(d / math.hypot(pred["sigma_ln_n_star"], s_ci), 2) == 2.79
+    # the docs' reading with the first down-crossing, beside the registered last one
+    assert main(["fit", "--results", str(ROOT / "results" / "predict-23"), "--pairs", "adjacent", "--crossing", "first",
+                 "--out", str(tmp_path / "first.json"),
+                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    (f,) = first["points"] + first["no_crossing"]
+    assert round(f["N_star"], -2) == 45.6e3 and [round(x, -2) for x in f["N_star_ci95"]] == [24.8e3, 166.7e3]
+    vf = next(x for x in first["verdicts"] if x["pair"] == [2, 3])
+    assert vf["inside_predicted_ci95"] is False and round(vf["ratio"], 2) == 1.30 and round(vf["z"], 2) == 0.29
