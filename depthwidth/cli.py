@@ -32,29 +32,26 @@ _COMMANDS = (
 )
 
 
+_NEGATIVE = re.compile(r"-\d")  # a value such as -1.3B or -1,2, never an option of this CLI
+
+
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line and exit code 2 (no usage dump)."""
+    """ArgumentParser whose errors are one line and exit code 2 (no usage dump), and which takes
+    any token that starts with "-digit" as a value.
+
+    argparse takes only plain numbers (``-5``, ``-.5``) for values that start with "-"; ``--params
+    -1.3B`` or ``--pairs 3,6 -1,2`` would fail as "expected one argument" or "unrecognized
+    arguments" before the option's own check could say "must be positive". No option of this CLI
+    starts with a digit, so widening argparse's negative-number pattern (an attribute of
+    ArgumentParser since Python 3.2) changes no valid command line."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE
 
     def error(self, message: str) -> None:  # noqa: D102 - argparse hook
         sub = self.prog.partition(" ")[2]  # "depthwidth exp latency" -> "exp latency": the CLI prints "depthwidth: "
         raise UserError(f"{sub}: {message}" if sub else message)
-
-
-_NEGATIVE = re.compile(r"-\d")
-
-
-def _attach_negative_values(argv: list[str]) -> list[str]:
-    """``--params -1.3B`` -> ``--params=-1.3B``. argparse takes only plain numbers (``-5``,
-    ``-.5``) for values that start with "-"; ``-1.3B`` or ``-1,2`` would fail as "expected one
-    argument", before the option's own check could say "must be positive". No option or
-    positional of this CLI starts with a digit, so the join changes no valid command line."""
-    out: list[str] = []
-    for tok in argv:
-        if out and _NEGATIVE.match(tok) and out[-1].startswith("--") and "=" not in out[-1]:
-            out[-1] = f"{out[-1]}={tok}"
-        else:
-            out.append(tok)
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         parser = build_parser()
-        args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
+        args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

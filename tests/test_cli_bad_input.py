@@ -229,6 +229,10 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),
+    # session 7, left over: the second value of a list flag was "unrecognized arguments: -1,2"
+    (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "-1,2", "--out", "OUT"],
+     "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),
+    (["query", "--shape", "-3x768"], "depthwidth: error: shape depth must be positive, got '-3'"),
     # fresh-user review 29, left over: rounding flags were silently ignored without --params
     (["query", "--layers", "12", "--n-head", "16"],
      "depthwidth: error: --n-head shapes the rounded answer of --params; --layers and --shape answer no rounded shape"),
