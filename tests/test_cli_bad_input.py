@@ -78,7 +78,13 @@ HELD = [
     (["data", "prepare", "--text", "missing.txt", "--out", "x"], "not found"),
     (["data", "prepare", "--text", "afile", "--out", "afile"], "not a directory"),
     (["data", "prepare", "--text", "afile", "--out", "x", "--split", "0.5,0.5"], "three positive fractions"),
-    (["data", "info", "nosuch"], "not found"),
+    (["data", "info", "nosuch"], "neither a known corpus (tinyshakespeare, kjv, austen, us_speeches, python_docs) "
+                                 "nor an existing prepared directory"),
+    (["data", "info", "afile"], "data info afile: a file; give a prepared directory"),
+    # an unknown user's home: pathlib's expanduser raised RuntimeError (a traceback)
+    (["data", "info", "~nosuchuser/x"], "neither a known corpus"),
+    (["data", "prepare", "--text", "~nosuchuser/x.txt", "--out", "o"], "text file not found: ~nosuchuser/x.txt"),
+    (["train", "--preset", "~nosuchuser/p.toml", "--out", "o"], "preset file not found: ~nosuchuser/p.toml"),
     (["train", "--out", "x", "--set", "nope.x=1"], "unknown config section 'nope'"),
     (["train", "--out", "x", "--set", "model.nope=1"], "unknown config field ModelConfig.nope"),
     (["train", "--out", "x", "--set", "model.n_layer=abc"], "must be an integer"),
@@ -143,6 +149,23 @@ def test_a_held_out_split_shorter_than_one_sequence_is_refused_before_training(t
         f"depthwidth: error: the val split of {tmp_path / 'small.txt'} has 15 tokens, fewer than one sequence of 33 "
         "(model.seq_len + 1): use a longer corpus or a shorter model.seq_len")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_sweep_without_its_corpus_fails_before_making_run_directories(tmp_path, monkeypatch, capsys):
+    # session 7, left over: the results and first run directory were made, then the corpus was missing
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "--preset", "smoke", "--results", "r", "--data-dir", str(tmp_path / "none")]) == 2
+    assert _one_error_line(capsys).startswith(
+        f"depthwidth: error: corpus 'tinyshakespeare' not found: put tinyshakespeare.txt (1,115,394 bytes, "
+        f"sha256 86c4e6aa9db7c042...) in {tmp_path / 'none'}")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_a_sweep_into_proc_says_it_cannot_write(tmp_path, monkeypatch, capsys, corpora_dir):
+    # session 7, left over: as root os.access(/proc) says yes; the claim file then failed with a raw errno
+    assert main(["sweep", "--preset", "smoke", "--results", "/proc/nope", "--data-dir", str(corpora_dir)]) == 2
+    assert _one_error_line(capsys).startswith("depthwidth: error: --results /proc/nope: cannot write in /proc: ")
 
 
 def _can_bind_read_only() -> bool:
@@ -229,6 +252,13 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),
+    # fresh-user review (session 8): a contradictory "not found ... (built-in laws: levine2020)"; "Is a directory: '.'"
+    (["predict", "--fit", "levine2020", "--check", "results/predictions/law-long.json"],
+     "depthwidth: error: levine2020 is a built-in law, not a fit file; this command needs a fit file (fit.json)"),
+    (["predict", "--fit", "results/predict-23/fit.json", "--check", ""],
+     "depthwidth: error: prediction file: the path is empty"),
+    (["predict", "--fit", "", "--check", "results/predictions/law-long.json"],
+     "depthwidth: error: fit file: the path is empty"),
     # session 7, left over: the second value of a list flag was "unrecognized arguments: -1,2"
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import math
 import re
 import shlex
 import subprocess
@@ -240,7 +241,11 @@ def test_generated_verdict_counts_records_then_judges(tmp_path, monkeypatch):
                     "N_star_ci95": [1.5 * pred["n_star"], 2.5 * pred["n_star"]], "bootstrap_fraction": 1.0}]}))
     out = gen.verdict("p/pred.json predict-36 r")
     assert "| (3, 6) | 118K [79.3K, 175K] | 235K [176K, 294K] | 100.0 % | ×2.00 |" in out
-    assert "outside the predicted interval" in out and "| (2, 3) |" in out and "not resolved" in out
+    # the pair this directory did not train gets no row (it read like a failed verdict)
+    assert "outside the predicted interval" in out and "| (2, 3) |" not in out and "not resolved" not in out
+    # sigma 0.1 against the lower arm's ln 2/1.5 / 1.96 = 0.147: within 1.5x, so no "far from normal"
+    z_arm = math.log(2) / math.hypot(pred["sigma_ln_n_star"], math.log(2 / 1.5) / 1.959963984540054)
+    assert f"| {math.log(2) / math.hypot(pred['sigma_ln_n_star'], 0.1):+.2f} | {z_arm:+.2f} |" in out
     # a grid run's record and one outside the grid (a refinement round's) are counted apart
     from depthwidth.experiments.presets import load_preset
 

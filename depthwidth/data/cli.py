@@ -6,6 +6,8 @@ Nothing heavy at module level: numpy and tokenizers are imported inside the hand
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from depthwidth.console import add_json_flag, emit
@@ -110,6 +112,13 @@ def _info(args: argparse.Namespace) -> int:
         row = _corpus_row(corpora.CORPORA[args.target], args.data_dir)
         emit(args, row, "\n".join(f"{k:<12} {v}" for k, v in row.items()))
         return 1 if row["status"] == MISMATCH else 0
+    target = Path(os.path.expanduser(args.target))
+    if not target.exists():
+        raise UserError(f"data info {args.target}: neither a known corpus ({', '.join(corpora.CORPORA)}) "
+                        "nor an existing prepared directory")
+    if not target.is_dir():
+        raise UserError(f"data info {args.target}: a file; give a prepared directory (`data prepare --out DIR`) "
+                        f"or a known corpus ({', '.join(corpora.CORPORA)})")
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.data import tokenfiles
 

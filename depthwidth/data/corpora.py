@@ -99,7 +99,7 @@ def data_dir(explicit: str | Path | None = None) -> Path:
     d = explicit if explicit not in (None, "") else os.environ.get(DATA_ENV)
     if not d:
         raise UserError(f"no corpora directory: pass --data-dir or set ${DATA_ENV} to the folder holding the corpus files")
-    return Path(d).expanduser()
+    return Path(os.path.expanduser(d))
 
 
 def sha256_file(path: str | Path) -> str:
@@ -141,6 +141,15 @@ def locate(name: str, directory: str | Path | None = None, *, download: bool = F
         )
     verify(corpus, path)
     return path
+
+
+def require(names, directory: str | Path | None = None) -> None:
+    """:func:`locate` every known corpus among ``names`` (a path to a text file is left to its
+    reader): UserError (one line) for the first that is missing or corrupt. A sweep calls it
+    before it makes any run directory."""
+    for name in sorted(names):
+        if name in CORPORA:
+            locate(name, directory)
 
 
 def fetch(corpus: Corpus, directory: str | Path, *, timeout_s: float = 60.0) -> Path:

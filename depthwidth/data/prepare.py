@@ -169,7 +169,7 @@ def load_source(*, corpus: str | None = None, text_path: str | Path | None = Non
     if corpus is not None:
         path = corpora.locate(corpus, data_dir, download=download)
         return read_text(path), _source_of_corpus(corpus)
-    path = Path(text_path).expanduser()
+    path = Path(os.path.expanduser(text_path))
     text = read_text(path)
     return text, _source_of_text(path)
 
@@ -184,7 +184,7 @@ def prepare_to(out: str | Path, *, corpus: str | None = None, text_path: str | P
     ``force``; with ``force`` meta.json is removed first so a crash never leaves a directory
     that looks complete. Nothing is written if the source cannot be loaded.
     """
-    out = Path(out).expanduser()
+    out = Path(os.path.expanduser(out))
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a directory")
     present = [f for f in OUTPUT_FILES if (out / f).exists()]
@@ -207,7 +207,7 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     entries of the older ``prepared/`` folder have none, so they are not reused.
     """
     base = cache_dir if cache_dir not in (None, "") else os.environ.get(CACHE_ENV) or "~/.cache/depthwidth"
-    return Path(base).expanduser() / "prepared-2"
+    return Path(os.path.expanduser(base)) / "prepared-2"
 
 
 def cache_key(name: str, tokenizer: str, vocab_size: int, sha256: str, heldout: str = "end") -> str:
@@ -254,7 +254,7 @@ def content_sha256(path: str | Path) -> str:
     """The content of a corpus given as a path: a file's sha256, or for a directory the sha256
     of the lines ``<name> <sha256>`` of the data files it holds (:data:`OUTPUT_FILES`, which
     include nanoGPT's train.bin, val.bin and meta.pkl). Raises OSError if it cannot be read."""
-    p = Path(path).expanduser()
+    p = Path(os.path.expanduser(path))
     if not p.is_dir():
         return _sha256_of(p)
     lines = "".join(f"{name} {_sha256_of(p / name)}\n" for name in OUTPUT_FILES if (p / name).is_file())
@@ -282,7 +282,7 @@ def pin_corpus(cfg: RunConfig) -> RunConfig:
     Raises UserError if ``cfg`` was pinned to other content (the file changed since).
     """
     name = cfg.data.corpus
-    p = Path(name).expanduser()
+    p = Path(os.path.expanduser(name))
     if name in corpora.CORPORA or not p.exists():
         return cfg
     try:
@@ -313,7 +313,7 @@ def prepared_dir_for(data_cfg: Any, data_dir: str | Path | None = None,
     name = data_cfg.corpus
     if name in corpora.CORPORA:
         return _prepare_cached(corpora.locate(name, data_dir), _source_of_corpus(name), data_cfg, cache_dir)
-    p = Path(name).expanduser()
+    p = Path(os.path.expanduser(name))
     if p.is_dir():
         prep = open_prepared(p)
         kind = prep.meta["tokenizer"]["kind"]

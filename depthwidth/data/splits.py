@@ -23,6 +23,7 @@ stdlib only.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,7 +47,7 @@ _LINE_SEARCH_CHARS = 1 << 20  # how far to look for a line boundary before takin
 
 def read_text(path: str | Path) -> str:
     """The UTF-8 text of a file, byte-exact (no newline translation); UserError if unreadable or empty."""
-    p = Path(path).expanduser()
+    p = Path(os.path.expanduser(path))
     try:
         raw = p.read_bytes()
     except FileNotFoundError:

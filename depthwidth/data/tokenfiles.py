@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -183,7 +184,7 @@ def open_prepared(path: str | Path) -> Prepared:
     directory is missing, incomplete, inconsistent with its meta.json (token counts, tokenizer
     and token-file sha256s), or holds ids >= vocab_size.
     """
-    p = Path(path).expanduser()
+    p = Path(os.path.expanduser(path))
     if not p.is_dir():
         raise UserError(f"prepared data directory not found: {p}")
     if (p / "meta.json").is_file():

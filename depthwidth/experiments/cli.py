@@ -302,13 +302,12 @@ def require_writable_results(results: str) -> None:
     above = next(q for q in (p, *p.parents) if q.exists())
     if not above.is_dir():
         raise UserError(f"--results {results} is under {above}, which is a file, not a directory")
-    if not os.access(above, os.W_OK | os.X_OK):
-        try:  # os.access says no; a real write says why (a read-only mount, or no permission)
-            probe = storage.path(above) / f".depthwidth-write-probe-{os.getpid()}"
-            probe.mkdir()
-            probe.rmdir()
-        except OSError as e:
-            raise UserError(f"--results {results}: cannot write in {above}: {e.strerror}") from None
+    try:  # a real write says why not: a read-only mount, no permission, or /proc (root may "access" it)
+        probe = storage.path(above) / f".depthwidth-write-probe-{os.getpid()}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as e:
+        raise UserError(f"--results {results}: cannot write in {above}: {e.strerror}") from None
 
 
 def sweep_executor(args: argparse.Namespace):

@@ -58,6 +58,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ def preset_path(name_or_path: str | Path) -> Path:
     Raises UserError for a name that is neither a built-in preset nor an existing file.
     """
     s = str(name_or_path)
-    p = Path(s).expanduser()
+    p = Path(os.path.expanduser(s))
     if s.endswith(".toml") or "/" in s or p.is_file():
         if not p.is_file():
             raise UserError(f"preset file not found: {p}")

@@ -329,6 +329,7 @@ def run_ray_sweep(preset: Preset, results: str | Path, opts: RayOptions, *, data
     ray = import_ray(local=opts.address == "local")
     jobs = runner.plan(preset, results)
     sweep = runner.SweepProgress(preset, results, jobs, log=log, label="ray")
+    sweep.announce()  # the nodes read their own corpora: no check on the driver
     todo = [j for j in jobs if sweep.record_of(j) is None]
     if not todo:  # a finished sweep: starting or joining a cluster would only cost time
         log(f"{sweep.tag} 0 task(s) submitted: every run has a record (no Ray cluster started or joined)")

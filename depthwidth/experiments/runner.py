@@ -48,6 +48,7 @@ from typing import Any
 
 from depthwidth import interrupts, storage
 from depthwidth.config import RunConfig, from_dict
+from depthwidth.data import corpora
 from depthwidth.errors import UserError
 from depthwidth.experiments import claims
 from depthwidth.experiments.presets import Preset
@@ -271,6 +272,9 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
     jobs = plan(preset, results)
     order = order_for_worker(jobs, worker, num_workers, steal)
     sweep = SweepProgress(preset, results, jobs, worker=worker, num_workers=num_workers, log=log)
+    if train_fn is None:  # a missing corpus fails here, in one line, before any run directory is made
+        corpora.require({j.corpus for j in sweep.left()}, data_dir)
+    sweep.announce()
     engine = LazyTrainFn(train_fn, compile_cache)
     train_kw = {"data_dir": data_dir, "resume": True, "progress": progress, "verbose": verbose}
     if trackers:  # only then: a test's stand-in train_fn need not know the keyword
@@ -350,7 +354,11 @@ class SweepProgress:
         self.report.done_before = len(self.done)
         self.tag = (f"[sweep {preset.name}" + (f" {label}" if label else "")
                     + (f" w{worker}/{num_workers}]" if num_workers > 1 else "]"))
-        log(f"{self.tag} {len(jobs)} runs, {self.report.done_before} already done, results in {results}")
+        self._results = results
+
+    def announce(self) -> None:
+        """The sweep's first progress line: how many runs, how many done, where."""
+        self.log(f"{self.tag} {len(self.jobs)} runs, {self.report.done_before} already done, results in {self._results}")
 
     def record_of(self, job: Job) -> dict[str, Any] | None:
         """``job``'s record (read once, then remembered), or None while it has none."""

@@ -10,6 +10,7 @@ and scipy inside its handler.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,7 @@ def _ci_text(ci: dict | None, key: str, fmt) -> str:
     if not ci or not ci.get(key):
         return "-"
     lo, hi = ci[key]
-    return f"[{fmt(lo)}, {fmt(hi)}]"
+    return f"[{fmt(lo) if lo is not None else '-'}, {fmt(hi) if hi is not None else '-'}]"
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -373,8 +374,10 @@ def _predict(args: argparse.Namespace) -> int:
             raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
         pred = P.read_prediction(args.check)
         rows = P.verdict(pred, fit, f"--fit {args.fit}")
-        emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows},
-             "\n".join(format_verdicts(rows, args.check, args.fit)))
+        diff = P.protocol_differences(pred, fit)
+        emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows,
+                    "protocol_differences": diff},
+             "\n".join(format_verdicts(rows, args.check, args.fit, diff)))
         return 0
     if not args.pairs or not args.out:
         raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
@@ -403,24 +406,32 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str) -> list[str]:
-    """Text lines of :func:`depthwidth.fits.predict.verdict`'s rows."""
+def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str,
+                    differences: list[str] | None = None) -> list[str]:
+    """Text lines of :func:`depthwidth.fits.predict.verdict`'s rows, and of
+    :func:`~depthwidth.fits.predict.protocol_differences` (``differences``)."""
     lines = [f"prediction {pred_path} vs measured fit {fit_path}:"]
+    if differences is None:
+        lines.append("  note: the fit that made the prediction is not at its recorded path (or has changed), "
+                     "so this fit's options are not checked against it")
+    elif differences:
+        lines.append(f"  note: not the registered protocol: {'; '.join(differences)}")
     for v in rows:
         pair = f"({v['pair'][0]},{v['pair'][1]})"
         pred = f"predicted {format_count(v['predicted_n_star'])} {_ci_text(v, 'predicted_ci95', format_count)}"
         if v["status"] != "resolved":
             lines.append(f"  {pair}: not resolved ({v['reason']}); {pred}")
             continue
-        inside = {True: "inside", False: "outside", None: "(no interval)"}[v["inside_predicted_ci95"]]
-        z = f"z = {v['z']:+.2f} combined sigma, {v['z_pred']:+.2f} in the prediction's" if v["z"] is not None else ""
+        inside = {True: "inside the predicted 95% interval", False: "outside the predicted 95% interval",
+                  None: "the prediction has no interval"}[v["inside_predicted_ci95"]]
+        z = (f"z = {v['z']:+.2f} (combined sigma)" if v["z"] is not None
+             else "no z (the prediction has no sigma)")
         lines.append(f"  {pair}: measured {format_count(v['measured_n_star'])} "
-                     f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: x{v['ratio']:.2f}, {inside} the "
-                     f"predicted 95% interval; {z}")
-        if v.get("non_normal"):
-            lines.append(f"    caution: the measured bootstrap is far from normal (its 95% interval is "
-                         f"{v['sigma_ln_measured_ci95'] / v['sigma_ln_measured']:.1f}x as wide as its 16-84% range "
-                         f"implies); with sigma from that interval z = {v['z_ci95']:+.2f}")
+                     f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: x{v['ratio']:.2f}, {inside}; {z}")
+        if v.get("non_normal") and v.get("z_ci95") is not None:
+            lines.append(f"    caution: the measured bootstrap is far from normal: the arm of its 95% interval "
+                         f"towards the prediction implies sigma {v['sigma_ln_measured_ci95']:.3f} of ln N*, its "
+                         f"16-84% range {v['sigma_ln_measured']:.3f}; with the arm's sigma z = {v['z_ci95']:+.2f}")
     return lines
 
 
@@ -471,14 +482,36 @@ def _fit(args: argparse.Namespace) -> int:
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if pred is not None:
         # numpy: ~0.1 s at import; kept off the modules that do not need it
-        from depthwidth.fits.predict import verdict
+        from depthwidth.fits.predict import protocol_differences, verdict
 
         extra["verdicts"] = verdict(pred, fit)
-        extra_text += format_verdicts(extra["verdicts"], args.prediction, str(out))
+        extra["protocol_differences"] = protocol_differences(pred, fit)
+        extra_text += format_verdicts(extra["verdicts"], args.prediction, str(out), extra["protocol_differences"])
+    if changed := _replaced_options(out, fit):
+        extra_text.append(f"note: {out} held a fit with other options ({changed}); it is replaced")
+        extra["replaced_options"] = changed
     storage.write_json_if_changed(out, stored_fit(fit, out))  # the same fit up to the last bits: its bytes kept
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out), **extra}, "\n".join([_fit_text(fit, out), *extra_text]))
     return 0
+
+
+def _replaced_options(out: str, fit: dict[str, Any]) -> str | None:
+    """How the fit file already at ``out`` differs in its options from ``fit`` ("crossing last ->
+    first"); None when there is none, it cannot be read, or the options agree. A committed fit
+    (e.g. the one a verdict was made from) is then not overwritten by an exploration unnoticed."""
+    try:
+        old = json.loads(storage.read_bytes(out)).get("options")
+    except (OSError, ValueError, AttributeError):
+        return None
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
+    from depthwidth.fits.predict import OPTION_DEFAULTS
+
+    new = fit.get("options") or {}
+    if not isinstance(old, dict):
+        return None
+    old, new = ({k: d.get(k, OPTION_DEFAULTS.get(k, "-")) for k in sorted(set(old) | set(new))} for d in (old, new))
+    return ", ".join(f"{k} {old[k]} -> {new[k]}" for k in old if old[k] != new[k]) or None
 
 
 def format_estimators(est: dict[str, Any]) -> list[str]:

@@ -221,10 +221,14 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
 
 
 def load_fit_file(path: str | Path) -> dict[str, Any]:
-    """Read a fit JSON file as a dict; UserError (one line) if missing or not JSON."""
+    """Read a fit JSON file as a dict; UserError (one line) if empty, missing or not JSON."""
+    if not str(path).strip():
+        raise UserError("fit file: the path is empty")
     try:
         return json.loads(storage.read_bytes(path))
     except FileNotFoundError:
+        if str(path) in BUILTIN_LAWS:  # a name `query --fit` takes; this command needs the file's points
+            raise UserError(f"{path} is a built-in law, not a fit file; this command needs a fit file (fit.json)") from None
         raise UserError(f"fit file not found: {path} (built-in laws: {', '.join(BUILTIN_LAWS)})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"cannot read fit file {path}: {e}") from None

@@ -34,18 +34,26 @@ Prediction file (JSON, ``depthwidth predict --out``)::
                    "n_star_by_convention": {"geom": N, ...}}]
 
 Verdict (:func:`verdict`) of a measured fit against a prediction file, per predicted pair: the
-measured N* and its 95 % interval, whether it lies inside the predicted interval, and its distance
+measured N* and its 95 % interval, whether it lies inside the predicted interval (the registered
+rule of issue 22's protocol: docs/results/law-predicts.md), and its distance
 z = (ln N*_meas − ln N*_pred) / sqrt(σ_pred² + σ_meas²) in combined standard deviations (also
-z_pred, in the prediction's σ alone). A pair the measurement does not resolve (no crossing, or one
-found in fewer than 95 % of bootstrap replicates) gets status "not resolved" with the reason.
+z_pred, in the prediction's σ alone, i.e. as if the measurement were exact: JSON only). A pair the
+measurement does not resolve (no crossing, one found in fewer than 95 % of bootstrap replicates,
+or no bootstrap σ) gets status "not resolved" with the reason.
 
 σ_meas is the fit's ``sigma_ln_N_star``: half the 16–84 percentile range of the bootstrap ln N*
 (:mod:`depthwidth.fits.transitions`). That equals a normal σ only when the bootstrap is roughly
-normal. Where a pair crosses several times, the replicates split between crossings and the
-16–84 range can be much narrower than the 95 % interval suggests, so z overstates the distance. The
-verdict therefore also gives σ_ci95 = (ln hi − ln lo) / (2·1.96) from the measured 95 % interval,
-z_ci95 with it in place of σ_meas, and ``non_normal`` (true when σ_ci95 > 1.5·σ_meas). These are
-read beside z; they do not replace the registered rule (inside the predicted interval or not).
+normal. Where a pair crosses several times, the replicates split between crossings, and the
+16–84 range can be much narrower (or wider) than the 95 % interval suggests; the interval can
+also be lopsided. The verdict therefore also gives σ_ci95, the σ that the arm of the measured 95 %
+interval on the prediction's side implies ((ln N*_meas − ln lo)/1.96 when the prediction is below
+the measurement, (ln hi − ln N*_meas)/1.96 when above), z_ci95 with it in place of σ_meas, and
+``non_normal`` (true when σ_ci95 and σ_meas differ by more than a factor 1.5 either way). These
+are read beside z; they do not replace the registered rule.
+
+:func:`protocol_differences` compares the measured fit's options (crossing rule, curve,
+resampling, replicates, crossing share) with those of the fit that made the prediction, read from
+the path the prediction file names when its sha256 still matches.
 """
 
 from __future__ import annotations
@@ -199,6 +207,8 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
 
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
+    if not str(path).strip():
+        raise UserError("prediction file: the path is empty")
     try:
         d = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
@@ -211,8 +221,12 @@ def read_prediction(path: str) -> dict[str, Any]:
     preds = d.get("predictions")
     if not isinstance(preds, list) or not preds or not all(_well_formed(p) for p in preds):
         raise UserError(f"{path}: 'predictions' must be a non-empty list of pair predictions (pair [L_s, L_d] "
-                        "with 1 <= L_s < L_d, positive n_star, numeric ln_n_star, sigma_ln_n_star >= 0 or null, "
-                        "ci95 [lo, hi] with 0 < lo <= hi or null, depth_convention)")
+                        "with 1 <= L_s < L_d, positive n_star, ln_n_star = ln(n_star), sigma_ln_n_star >= 0 or "
+                        f"null, ci95 [lo, hi] with 0 < lo <= hi or null, depth_convention one of {', '.join(ASSIGN)})")
+    pairs = [tuple(p["pair"]) for p in preds]
+    if len(set(pairs)) < len(pairs):
+        twice = next(q for q in pairs if pairs.count(q) > 1)
+        raise UserError(f"{path}: pair ({twice[0]},{twice[1]}) is predicted more than once")
     return d
 
 
@@ -229,17 +243,44 @@ def _well_formed(p: Any) -> bool:
     return (isinstance(pair, list) and len(pair) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in pair) and 1 <= pair[0] < pair[1]
             and _num(p.get("n_star")) and p["n_star"] > 0 and _num(p.get("ln_n_star"))
+            and abs(p["ln_n_star"] - math.log(p["n_star"])) <= 1e-9 * max(1.0, abs(p["ln_n_star"]))
             and (sigma is None or (_num(sigma) and sigma >= 0))
             and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(_num(v) for v in ci)
                                 and 0 < ci[0] <= ci[1]))
-            and isinstance(p.get("depth_convention"), str))
+            and p.get("depth_convention") in ASSIGN)
 
 
-def _sigma_of_interval(ci: Any) -> float | None:
-    """σ of ln N that a normal 95 % interval [lo, hi] implies; None for an open or missing one."""
-    if not (isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_num(v) and v > 0 for v in ci)):
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _measured_point(p: dict[str, Any], where: str) -> str | None:
+    """What is wrong with a measured point's numbers the verdict reads (None: nothing). A fit file
+    edited by hand must give one line, not a traceback or a z of inf."""
+    n, frac, sig, ci = p.get("N_star"), p.get("bootstrap_fraction"), p.get("sigma_ln_N_star"), p.get("N_star_ci95")
+    if n is not None and not (_num(n) and n > 0):
+        return f"{where}: N_star must be a positive number, got {n!r}"
+    if frac is not None and not (_num(frac) and 0 <= frac <= 1):
+        return f"{where}: bootstrap_fraction must be a number in [0, 1], got {frac!r}"
+    if sig is not None and not (_num(sig) and sig >= 0):
+        return f"{where}: sigma_ln_N_star must be a number >= 0 or null, got {sig!r}"
+    ok_end = lambda v: v is None or (_num(v) and v > 0)  # noqa: E731 - an open end is null
+    if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(ok_end(v) for v in ci)
+                               and (None in ci or ci[0] <= ci[1])):
+        return f"{where}: N_star_ci95 must be [lo, hi] with 0 < lo <= hi (either may be null) or null, got {ci!r}"
+    return None
+
+
+def _arm_sigma(ln_m: float, ln_p: float, ci: list | None) -> float | None:
+    """σ of ln N* that the arm of the measured 95 % interval towards the prediction implies (module
+    docstring); None when that end is open or missing, or does not lie on the prediction's side."""
+    if not ci:
         return None
-    return (math.log(ci[1]) - math.log(ci[0])) / (2 * Z95)
+    end = ci[0] if ln_p < ln_m else ci[1]
+    if end is None:
+        return None
+    arm = abs(ln_m - math.log(end))
+    return arm / Z95 if arm > 0 and (math.log(end) - ln_m) * (ln_p - ln_m) > 0 else None
 
 
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:
@@ -252,49 +293,89 @@ def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[st
 def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: str = "measured fit") -> list[dict[str, Any]]:
     """Per predicted pair, measured vs predicted (module docstring). ``measured_fit`` is a fit
     file (any status) whose ``points``/``no_crossing``/``not_fitted`` hold the pair; ``source``
-    names it in errors. The measured point must use the prediction's depth convention, else its
-    d_x is not comparable: UserError."""
+    names it in errors. UserError (one line) when the measured point uses another depth convention
+    than the prediction (its d_x is not comparable), when a pair is there twice, or when a number
+    the verdict reads is malformed."""
     if isinstance(measured_fit, dict) and measured_fit.get("format") == PREDICTION_FORMAT:
         raise UserError(f"{source} is a prediction file; --check compares it with a measured fit (--fit FIT.json)")
     if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
         raise UserError(f"{source}: not a depthwidth fit file")
     assign = (measured_fit.get("options") or {}).get("assign")
     groups = [measured_fit.get(k, []) for k in ("points", "not_fitted", "no_crossing")]
-    if not all(isinstance(g, list) and all(isinstance(p, dict) and isinstance(p.get("L_s"), int)
-                                           and isinstance(p.get("L_d"), int) for p in g) for g in groups):
-        raise UserError(f"{source}: points, not_fitted and no_crossing must be lists of points with L_s and L_d")
-    everything = [p for g in groups for p in g]
-    by_pair = {(int(p["L_s"]), int(p["L_d"])): p for p in everything}
+    if not all(isinstance(g, list) and all(isinstance(p, dict) and _int(p.get("L_s")) and _int(p.get("L_d"))
+                                           for p in g) for g in groups):
+        raise UserError(f"{source}: points, not_fitted and no_crossing must be lists of points with integer L_s and L_d")
+    by_pair: dict[tuple[int, int], dict[str, Any]] = {}
+    for p in (p for g in groups for p in g):
+        key = (p["L_s"], p["L_d"])
+        if key in by_pair:
+            raise UserError(f"{source}: pair ({key[0]},{key[1]}) is there more than once")
+        by_pair[key] = p
     out = []
     for pred in prediction["predictions"]:
-        if assign != pred.get("depth_convention"):
-            raise UserError(f"measured fit assigns depth {assign!r}, the prediction {pred.get('depth_convention')!r}: "
-                            "refit with --assign " + str(pred.get("depth_convention")))
+        if assign != pred["depth_convention"]:
+            raise UserError(f"{source} assigns depth {assign!r}, the prediction {pred['depth_convention']!r}: "
+                            f"refit with --assign {pred['depth_convention']} (the verdict compares like with like)")
         p = by_pair.get(tuple(pred["pair"]))
         if p is None:
             out.append(_not_resolved(pred, "the measured fit has no such pair (depths missing)"))
             continue
+        if bad := _measured_point(p, f"{source}: pair ({p['L_s']},{p['L_d']})"):
+            raise UserError(bad)
         if p.get("status") not in ("crossing", "multiple") or p.get("N_star") is None:
             out.append(_not_resolved(pred, f"status {p.get('status')!r}: {p.get('meaning', 'no crossing')}", p))
             continue
         frac = p.get("bootstrap_fraction") or 0.0
-        if frac < MIN_FRACTION or not p.get("sigma_ln_N_star"):
+        if frac < MIN_FRACTION:
             out.append(_not_resolved(pred, f"crosses in {frac:.1%} of bootstrap replicates (< {MIN_FRACTION:.0%})", p))
             continue
-        ln_m, s_m = math.log(p["N_star"]), p["sigma_ln_N_star"]
+        if not p.get("sigma_ln_N_star"):
+            out.append(_not_resolved(pred, "the measured fit gives no bootstrap sigma of ln N* (one seed per cell?)", p))
+            continue
+        ln_m, s_m, ln_p = math.log(p["N_star"]), p["sigma_ln_N_star"], pred["ln_n_star"]
         s_p = pred.get("sigma_ln_n_star")
         lo, hi = pred["ci95"] or (None, None)
-        s_ci = _sigma_of_interval(p.get("N_star_ci95"))
+        s_ci = _arm_sigma(ln_m, ln_p, p.get("N_star_ci95"))
         out.append({
             "pair": pred["pair"], "status": "resolved", "bootstrap_fraction": frac,
             "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
             "measured_n_star": p["N_star"], "measured_ci95": p.get("N_star_ci95"),
             "ratio": p["N_star"] / pred["n_star"],
             "inside_predicted_ci95": None if lo is None else bool(lo <= p["N_star"] <= hi),
-            "z": None if s_p is None else (ln_m - pred["ln_n_star"]) / math.hypot(s_p, s_m),
-            "z_pred": None if not s_p else (ln_m - pred["ln_n_star"]) / s_p,
+            "z": None if s_p is None else (ln_m - ln_p) / math.hypot(s_p, s_m),
+            "z_pred": None if not s_p else (ln_m - ln_p) / s_p,
             "sigma_ln_measured": s_m, "sigma_ln_measured_ci95": s_ci,
-            "z_ci95": None if s_p is None or s_ci is None else (ln_m - pred["ln_n_star"]) / math.hypot(s_p, s_ci),
-            "non_normal": None if s_ci is None else bool(s_ci > NON_NORMAL * s_m),
+            "z_ci95": None if s_p is None or s_ci is None else (ln_m - ln_p) / math.hypot(s_p, s_ci),
+            "non_normal": None if s_ci is None else bool(not 1 / NON_NORMAL <= s_ci / s_m <= NON_NORMAL),
         })
+    return out
+
+
+# Fit options that are part of the protocol a prediction is judged by (FitOptions; "crossing" is
+# absent from fit files written with the default "last").
+PROTOCOL_OPTIONS = ("crossing", "curve", "resample", "bootstrap", "min_fraction", "n_param")
+OPTION_DEFAULTS = {"crossing": "last"}
+
+
+def protocol_differences(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[str] | None:
+    """How the measured fit's options differ from those of the fit that made the prediction, as
+    "crossing first (the predicting fit: last)" strings; [] when they agree, None when the
+    predicting fit cannot be read at the path the prediction names or its sha256 has changed."""
+    fit = prediction.get("fit") or {}
+    try:
+        raw = storage.read_bytes(str(fit.get("path")))
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(raw).hexdigest() != fit.get("sha256"):
+        return None
+    try:
+        theirs = json.loads(raw).get("options") or {}
+    except (ValueError, AttributeError):
+        return None
+    ours = measured_fit.get("options") or {}
+    out = []
+    for k in PROTOCOL_OPTIONS:
+        a, b = ours.get(k, OPTION_DEFAULTS.get(k)), theirs.get(k, OPTION_DEFAULTS.get(k))
+        if a != b:
+            out.append(f"{k} {a} (the predicting fit: {b})")
     return out

@@ -44,6 +44,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(q)
     q.set_defaults(func=_seprank_fig)
 
+    r = sub.add_parser("prediction-fig", help="draw fig7 (a pre-registered prediction vs its measurement)",
+                       description="Draw fig7_prediction (PNG + PDF): the law that made a prediction file, the points "
+                                   "it was fitted on, each predicted pair's interval and, from the measured fits, "
+                                   "the measured transition (docs/results/law-predicts.md). Reads stored files only.")
+    r.add_argument("--prediction", required=True, metavar="PREDICTION.json",
+                   help="a file written by `depthwidth predict --out` (the fit it names must be unchanged)")
+    r.add_argument("--measured", nargs="*", default=[], metavar="FIT.json",
+                   help="fit files of the predicted pairs' records (`depthwidth fit`), e.g. results/predict-36/fit.json")
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="directory for the PNG and PDF (default: figures/ beside the prediction file)")
+    add_json_flag(r)
+    r.set_defaults(func=_prediction_fig)
+
+
+def _prediction_fig(args: argparse.Namespace) -> int:
+    # matplotlib and numpy: only when drawing
+    from depthwidth.paper_figs import prediction_fig
+
+    out = args.out or str(Path(args.prediction).parent / "figures")
+    _check_figure_dir(out)
+    files = prediction_fig.draw(args.prediction, args.measured, out)
+    emit(args, {"prediction": args.prediction, "measured": args.measured, "figures": files},
+         "wrote " + ", ".join(files))
+    return 0
+
 
 def _seprank_fig(args: argparse.Namespace) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it

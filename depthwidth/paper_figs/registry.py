@@ -4,7 +4,8 @@ A :class:`Figure` names the file stem (``NAME.png`` and ``NAME.pdf``), the funct
 ``(matplotlib figure, caption)`` as a ``"module:function"`` string (imported only when drawn, so
 this table costs no import of matplotlib, numpy or the figure modules), and its *producer*: either
 :data:`LAW`, the law's figures that ``depthwidth figs`` and ``depthwidth reproduce`` draw in this
-order from a results directory and a fit, or the name of the experiment kind that draws it
+order from a results directory and a fit, :data:`PREDICTION` (fig7, from a prediction file and
+measured fits), or the name of the experiment kind that draws it
 (:mod:`depthwidth.pipeline.registry`). A law figure also says which inputs it takes (``takes``:
 names from ``"inputs"``, the loaded :class:`~depthwidth.paper_figs.inputs.FigureInputs`, and
 ``"options"``, the :class:`~depthwidth.fits.options.FitOptions`); a kind's figure takes that
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LAW = "law"  # the producer of the figures `depthwidth figs` draws
+PREDICTION = "prediction"  # the producer of fig7, drawn by `depthwidth prediction-fig` from stored files
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ FIGURES: list[Figure] = [
     Figure("fig4_separation_rank", f"{_P}.figures:separation_rank", LAW, ()),
     Figure("fig6_pair_delta", f"{_P}.pair_delta_fig:pair_delta", LAW, ("inputs", "options")),
     Figure("fig5_measured_separation_rank", f"{_P}.seprank_fig:measured_separation_rank", "seprank"),
+    Figure("fig7_prediction", f"{_P}.prediction_fig:prediction_vs_measurement", PREDICTION),
     Figure("latency_vs_depth", f"{_P}.latency_fig:latency_vs_depth", "latency"),
     Figure("exp_triple", f"{_P}.triple_fig:triple_figure", "triple"),
     Figure("exp_layerdrop", f"{_P}.layerdrop_fig:layerdrop_figure", "layerdrop"),

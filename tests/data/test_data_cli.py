@@ -93,7 +93,7 @@ def _bad_cases(tmp: Path, corpora_dir: Path) -> list[tuple[list[str], str]]:
          "put tinyshakespeare.txt"),
         (["data", "prepare", "--corpus", "tinyshakespeare", *out, "--data-dir", str(tmp / "corrupt")],
          "checksum mismatch"),
-        (["data", "info", str(tmp / "absent")], "not found"),
+        (["data", "info", str(tmp / "absent")], "neither a known corpus"),
         (["data"], ""),
     ]
 

@@ -4,6 +4,7 @@ computation, the committed law-long prediction against its fit, refusals, and th
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from depthwidth.cli import main
 from depthwidth.errors import UserError
 from depthwidth.fits import predict as P
+from depthwidth.fits.cli import format_verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,11 +94,17 @@ def test_verdict_z_and_inside():
     assert v["inside_predicted_ci95"] is (0.3 < 1.959964 * p["sigma_ln_n_star"])
     far, = P.verdict(pred, _measured(p["n_star"] * 10, 0.1))
     assert far["inside_predicted_ci95"] is False and far["z"] > 1.96
-    assert v["non_normal"] is False  # interval [0.8N, 1.2N]: sigma_ci95 0.103 < 1.5 x 0.4
-    assert v["sigma_ln_measured_ci95"] == pytest.approx(math.log(1.5) / (2 * 1.959963984540054))
+    # interval [0.8N, 1.2N]; the prediction lies below, so its arm is ln(N/0.8N)
+    arm = math.log(1.25) / 1.959963984540054
+    assert v["sigma_ln_measured_ci95"] == pytest.approx(arm)
+    assert v["z_ci95"] == pytest.approx(0.3 / math.hypot(p["sigma_ln_n_star"], arm))
+    assert v["non_normal"] is True  # 0.114 against 0.4: more than 1.5x apart (here: narrower)
+    normal, = P.verdict(pred, _measured(N, 0.1))
+    assert normal["non_normal"] is False
     narrow, = P.verdict(pred, _measured(N, 0.01))  # a 16-84% range far narrower than the 95% interval
     assert narrow["non_normal"] is True
-    assert narrow["z_ci95"] == pytest.approx(0.3 / math.hypot(p["sigma_ln_n_star"], narrow["sigma_ln_measured_ci95"]))
+    above, = P.verdict(pred, _measured(p["n_star"] * math.exp(-0.3), 0.1))  # prediction above: the upper arm
+    assert above["sigma_ln_measured_ci95"] == pytest.approx(math.log(1.2) / 1.959963984540054)
     weak, = P.verdict(pred, _measured(N, 0.4, frac=0.8))
     assert weak["status"] == "not resolved" and "80.0%" in weak["reason"]
     none, = P.verdict(pred, {"format": "depthwidth-fit", "options": {"assign": "geom"}, "points": []})
@@ -206,17 +214,24 @@ def test_prediction_says_whether_the_checkout_was_dirty(tmp_path, monkeypatch):
     assert records.code_is_dirty() is None
 
 
+def _fit_23(tmp_path, capsys, *options: str) -> tuple[dict, dict]:
+    """`fit --json` of the committed (2,3) records against the committed prediction, with
+    ``options``: (the (2,3) point, its verdict, the whole output)."""
+    assert main(["fit", "--results", str(ROOT / "results" / "predict-23"), "--pairs", "adjacent", *options,
+                 "--out", str(tmp_path / f"f{len(options)}.json"),
+                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (point,) = out["points"] + out["no_crossing"]
+    return point, next(x for x in out["verdicts"] if x["pair"] == [2, 3]), out
+
+
 def test_committed_predict_23_fit_and_its_verdict(tmp_path, capsys):
     """The (2,3) verdict the README and docs state, from the committed records and the
     pre-registered file: outside the predicted interval, with the measured means crossing three
-    times and a bootstrap far from normal (so z from the 95 % interval is also given)."""
+    times and a bootstrap far from normal (so z with the sigma of the interval's arm is given too)."""
     committed = json.loads((ROOT / "results" / "predict-23" / "fit.json").read_text())
-    assert main(["fit", "--results", str(ROOT / "results" / "predict-23"), "--pairs", "adjacent",
-                 "--out", str(tmp_path / "f.json"),
-                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
     (p,) = committed["points"] + committed["no_crossing"]
-    (q,) = out["points"] + out["no_crossing"]
+    q, v, out = _fit_23(tmp_path, capsys)
     assert (p["L_s"], p["L_d"], p["status"]) == (2, 3, "multiple") and p["bootstrap_fraction"] == 1.0
     assert q["N_star"] == pytest.approx(p["N_star"], rel=1e-12) and q["N_star_ci95"] == pytest.approx(p["N_star_ci95"])
     assert committed["table"]["n_used"] == 51 and round(p["N_star"], -3) == 159e3
@@ -224,20 +239,106 @@ def test_committed_predict_23_fit_and_its_verdict(tmp_path, capsys):
     assert [round(x, -2) for x in p["crossings_N_up"]] == [80.9e3]
     pred = next(x for x in json.loads((ROOT / "results/predictions/law-long.json").read_text())["predictions"]
                 if x["pair"] == [2, 3])
-    v = next(x for x in out["verdicts"] if x["pair"] == [2, 3])
     assert v["inside_predicted_ci95"] is False and round(v["ratio"], 2) == 4.53
     d = math.log(p["N_star"]) - math.log(pred["n_star"])
     assert round(v["z"], 2) == round(d / math.hypot(pred["sigma_ln_n_star"], p["sigma_ln_N_star"]), 2) == 6.09
     lo, hi = p["N_star_ci95"]
-    s_ci = math.log(hi / lo) / (2 * 1.959963984540054)
-    assert v["non_normal"] is True and round(s_ci / p["sigma_ln_N_star"], 1) == 2.3
-    assert round(v["z_ci95"], 2) == round(d / math.hypot(pred["sigma_ln_n_star"], s_ci), 2) == 2.79
+    s_arm = math.log(p["N_star"] / lo) / 1.959963984540054  # the prediction lies below: the lower arm
+    assert round(s_arm, 3) == 0.837 and round(p["sigma_ln_N_star"], 3) == 0.236 and v["non_normal"] is True
+    assert round(v["z_ci95"], 2) == round(d / math.hypot(pred["sigma_ln_n_star"], s_arm), 2) == 1.80
+    assert out["protocol_differences"] == []
     # the docs' reading with the first down-crossing, beside the registered last one
-    assert main(["fit", "--results", str(ROOT / "results" / "predict-23"), "--pairs", "adjacent", "--crossing", "first",
-                 "--out", str(tmp_path / "first.json"),
-                 "--prediction", str(ROOT / "results" / "predictions" / "law-long.json"), "--json"]) == 0
-    first = json.loads(capsys.readouterr().out)
-    (f,) = first["points"] + first["no_crossing"]
+    f, vf, first = _fit_23(tmp_path, capsys, "--crossing", "first")
     assert round(f["N_star"], -2) == 45.6e3 and [round(x, -2) for x in f["N_star_ci95"]] == [24.8e3, 166.7e3]
-    vf = next(x for x in first["verdicts"] if x["pair"] == [2, 3])
     assert vf["inside_predicted_ci95"] is False and round(vf["ratio"], 2) == 1.30 and round(vf["z"], 2) == 0.29
+    assert first["protocol_differences"] == ["crossing first (the predicting fit: last)"]
+    assert round(vf["z_ci95"], 2) == 0.82
+    # and with pooled residuals (docs: 159K [32.7K, 288K], z +5.58, +1.87 with the lower arm's sigma)
+    g, vp, _ = _fit_23(tmp_path, capsys, "--resample", "pooled")
+    assert round(g["N_star"], -3) == 159e3 and [round(x, -2) for x in g["N_star_ci95"]] == [32.7e3, 288.4e3]
+    assert (round(vp["z"], 2), round(vp["z_ci95"], 2)) == (5.58, 1.87)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"N_star": 0}, "N_star must be a positive number, got 0"),
+    ({"N_star": "159K"}, "N_star must be a positive number, got '159K'"),
+    ({"N_star": float("inf")}, "N_star must be a positive number, got inf"),
+    ({"sigma_ln_N_star": "x"}, "sigma_ln_N_star must be a number >= 0 or null, got 'x'"),
+    ({"sigma_ln_N_star": -0.2}, "sigma_ln_N_star must be a number >= 0 or null"),
+    ({"sigma_ln_N_star": True}, "sigma_ln_N_star must be a number >= 0 or null, got True"),
+    ({"bootstrap_fraction": "1.0"}, "bootstrap_fraction must be a number in [0, 1]"),
+    ({"N_star_ci95": [3e4]}, "N_star_ci95 must be [lo, hi]"),
+    ({"N_star_ci95": [1, 2, 3]}, "N_star_ci95 must be [lo, hi]"),
+    ({"N_star_ci95": ["a", "b"]}, "N_star_ci95 must be [lo, hi]"),
+    ({"N_star_ci95": [0, 5e4]}, "N_star_ci95 must be [lo, hi]"),
+    ({"N_star_ci95": [5e4, 3e4]}, "N_star_ci95 must be [lo, hi]"),
+    ({"L_s": True}, "integer L_s and L_d"),
+])
+def test_a_malformed_measured_point_is_one_line(change, message):
+    # fresh-user review (session 8): each of these was a traceback or a silent z of inf/nan
+    pred = P.predict(_fit(), "f", b"", [(3, 6)])
+    m = _measured(pred["predictions"][0]["n_star"], 0.2)
+    m["points"][0].update(change)
+    with pytest.raises(UserError, match=re.escape(message)):
+        P.verdict(pred, m)
+
+
+def test_verdict_text_without_sigma_or_interval_and_duplicates():
+    pred = P.predict(_fit(), "f", b"", [(3, 6)])
+    m = _measured(pred["predictions"][0]["n_star"], 0.2)
+    bare = json.loads(json.dumps(pred))
+    bare["predictions"][0].update(sigma_ln_n_star=None, ci95=None)
+    v, = P.verdict(bare, m)
+    assert v["z"] is None and v["z_pred"] is None and v["inside_predicted_ci95"] is None
+    text = "\n".join(format_verdicts([v], "p.json", "f.json", []))
+    assert "the prediction has no interval; no z (the prediction has no sigma)" in text
+    m["points"][0]["sigma_ln_N_star"] = 0.0
+    v0, = P.verdict(pred, m)
+    assert v0["status"] == "not resolved" and "no bootstrap sigma" in v0["reason"]
+    m["points"].append(dict(m["points"][0]))
+    with pytest.raises(UserError, match=re.escape("pair (3,6) is there more than once")):
+        P.verdict(pred, m)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"depth_convention": "bogus"}, "depth_convention one of geom, arith, shallow, deep"),
+    ({"ln_n_star": 1.0}, "ln_n_star = ln(n_star)"),
+    ("twice", "pair (3,6) is predicted more than once"),
+])
+def test_a_malformed_prediction_file_is_one_line(tmp_path, change, message):
+    d = P.predict(_fit(), "f", b"", [(3, 6)])
+    if change == "twice":
+        d["predictions"].append(dict(d["predictions"][0]))
+    else:
+        d["predictions"][0].update(change)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(UserError, match=re.escape(message)):
+        P.read_prediction(str(path))
+
+
+def test_protocol_differences_need_the_predicting_fit_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = json.dumps({**_fit(), "options": {"assign": "geom", "bootstrap": 1000, "resample": "paired"}}).encode()
+    (tmp_path / "law.json").write_bytes(raw)
+    pred = P.predict(json.loads(raw), "law.json", raw, [(3, 6)])
+    m = _measured(pred["predictions"][0]["n_star"], 0.2)
+    m["options"].update(bootstrap=1000, resample="pooled", crossing="first")
+    assert P.protocol_differences(pred, m) == ["crossing first (the predicting fit: last)",
+                                               "resample pooled (the predicting fit: paired)"]
+    (tmp_path / "law.json").write_bytes(raw + b" ")
+    assert P.protocol_differences(pred, m) is None
+
+
+def test_a_fit_with_other_options_says_it_replaces_the_file(tmp_path, capsys):
+    # fresh-user review (session 8): `fit --crossing first` without --out silently rewrote the
+    # committed results/predict-23/fit.json that the verdict was made from
+    import shutil
+
+    shutil.copytree(ROOT / "results" / "predict-36" / "runs", tmp_path / "r" / "runs")
+    shutil.copy(ROOT / "results" / "predict-36" / "fit.json", tmp_path / "r" / "fit.json")
+    assert main(["fit", "--results", str(tmp_path / "r"), "--crossing", "first", "--bootstrap", "20"]) == 0
+    assert (f"note: {tmp_path / 'r' / 'fit.json'} held a fit with other options (bootstrap 1000 -> 20, "
+            "crossing last -> first); it is replaced") in capsys.readouterr().out
+    assert main(["fit", "--results", str(tmp_path / "r"), "--crossing", "first", "--bootstrap", "20"]) == 0
+    assert "other options" not in capsys.readouterr().out
