@@ -32,14 +32,14 @@ _COMMANDS = (
 )
 
 
-_NEGATIVE = re.compile(r"-\d")  # a value such as -1.3B or -1,2, never an option of this CLI
+_NEGATIVE = re.compile(r"-\.?\d")  # a value such as -1.3B, -1,2 or -.5, never an option of this CLI
 
 
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line and exit code 2 (no usage dump), and which takes
     any token that starts with "-digit" as a value.
 
-    argparse takes only plain numbers (``-5``, ``-.5``) for values that start with "-"; ``--params
+    argparse takes only plain numbers (``-5``, ``-0.5``) for values that start with "-"; ``--params
     -1.3B`` or ``--pairs 3,6 -1,2`` would fail as "expected one argument" or "unrecognized
     arguments" before the option's own check could say "must be positive". No option of this CLI
     starts with a digit, so widening argparse's negative-number pattern (an attribute of
@@ -64,6 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _empty_value(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The option (or positional) of the chosen (sub)command that was given an empty string. No
+    option of this CLI takes one, and a path given as "" meant "." or the default to the code
+    below (``sweep --results ""`` trained into the working directory)."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            chosen = a.choices.get(getattr(args, a.dest, None) or "")
+            if chosen is not None and (found := _empty_value(chosen, args)):
+                return found
+            continue
+        v = getattr(args, a.dest, None)
+        if v is not a.default and any(isinstance(x, str) and not x.strip() for x in (v if isinstance(v, list) else [v])):
+            return a.option_strings[-1] if a.option_strings else a.dest.upper()
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = None
     try:
@@ -72,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
+        if empty := _empty_value(parser, args):
+            raise UserError(f"{empty} is empty: give a value")
         if getattr(args, "devices", None) is not None:  # before the command can start jax
 
             hostcpu.request_cpu_devices(parse_int(args.devices, name="--devices", minimum=1))

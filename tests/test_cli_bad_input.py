@@ -245,8 +245,8 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
      "depthwidth: error: --bootstrap must be <= 100,000 replicates (the crossing share's Monte Carlo error is then "
      "0.07 points; time grows linearly), got 1,000,000,000"),
     (["predict", "--fit", "results/predictions/law-long.json", "--check", "results/predictions/law-long.json"],
-     "depthwidth: error: --fit results/predictions/law-long.json is a prediction file; --check compares it with a "
-     "measured fit (--fit FIT.json)"),
+     "depthwidth: error: --fit results/predictions/law-long.json is a prediction file, not a measured fit (a "
+     "`depthwidth fit` file of the predicted pairs' records)"),
     (["predict", "--fit", "results/law-long/estimators.json", "--check", "results/predictions/law-long.json"],
      "depthwidth: error: --fit results/law-long/estimators.json: not a depthwidth fit file"),
     (["query", "--params", "-1.3B"], "depthwidth: error: --params must be positive, got '-1.3B'"),
@@ -255,10 +255,15 @@ def test_a_claim_that_cannot_be_written_says_why(tmp_path, monkeypatch):
     # fresh-user review (session 8): a contradictory "not found ... (built-in laws: levine2020)"; "Is a directory: '.'"
     (["predict", "--fit", "levine2020", "--check", "results/predictions/law-long.json"],
      "depthwidth: error: levine2020 is a built-in law, not a fit file; this command needs a fit file (fit.json)"),
-    (["predict", "--fit", "results/predict-23/fit.json", "--check", ""],
-     "depthwidth: error: prediction file: the path is empty"),
+    (["predict", "--fit", "results/predict-23/fit.json", "--check", ""], "depthwidth: error: --check is empty: give a value"),
     (["predict", "--fit", "", "--check", "results/predictions/law-long.json"],
-     "depthwidth: error: fit file: the path is empty"),
+     "depthwidth: error: --fit is empty: give a value"),
+    # fresh-user review (session 8): "" meant "." or the default (sweep trained into the working directory)
+    (["sweep", "--preset", "smoke", "--results", ""], "depthwidth: error: --results is empty: give a value"),
+    (["prediction-fig", "--prediction", "results/predictions/law-long.json", "--out", " "],
+     "depthwidth: error: --out is empty: give a value"),
+    (["data", "info", ""], "depthwidth: error: TARGET is empty: give a value"),
+    (["query", "--params", "-.5"], "depthwidth: error: --params must be positive, got '-.5'"),
     # session 7, left over: the second value of a list flag was "unrecognized arguments: -1,2"
     (["predict", "--fit", "results/law-long/fit.json", "--pairs", "3,6", "-1,2", "--out", "OUT"],
      "depthwidth: error: --pairs: '-1,2' needs 1 <= shallower < deeper"),

@@ -426,9 +426,10 @@ def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str,
                   None: "the prediction has no interval"}[v["inside_predicted_ci95"]]
         z = (f"z = {v['z']:+.2f} (combined sigma)" if v["z"] is not None
              else "no z (the prediction has no sigma)")
+        ratio = f"x{v['ratio']:.2f}" if v["ratio"] < 1e4 else f"x{v['ratio']:.3g}"
         lines.append(f"  {pair}: measured {format_count(v['measured_n_star'])} "
-                     f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: x{v['ratio']:.2f}, {inside}; {z}")
-        if v.get("non_normal") and v.get("z_ci95") is not None:
+                     f"{_ci_text(v, 'measured_ci95', format_count)}, {pred}: {ratio}, {inside}; {z}")
+        if v.get("non_normal") and v.get("z_ci95") is not None and v["sigma_ln_measured_ci95"] > v["sigma_ln_measured"]:
             lines.append(f"    caution: the measured bootstrap is far from normal: the arm of its 95% interval "
                          f"towards the prediction implies sigma {v['sigma_ln_measured_ci95']:.3f} of ln N*, its "
                          f"16-84% range {v['sigma_ln_measured']:.3f}; with the arm's sigma z = {v['z_ci95']:+.2f}")
@@ -501,15 +502,16 @@ def _replaced_options(out: str, fit: dict[str, Any]) -> str | None:
     first"); None when there is none, it cannot be read, or the options agree. A committed fit
     (e.g. the one a verdict was made from) is then not overwritten by an exploration unnoticed."""
     try:
-        old = json.loads(storage.read_bytes(out)).get("options")
-    except (OSError, ValueError, AttributeError):
+        stored = json.loads(storage.read_bytes(out))
+        old = {**stored["options"], "seeds": (stored.get("table") or {}).get("seeds")}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return None
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits.predict import OPTION_DEFAULTS
 
-    new = fit.get("options") or {}
-    if not isinstance(old, dict):
-        return None
+    new = {**(fit.get("options") or {}), "seeds": (fit.get("table") or {}).get("seeds")}
+    old, new = ({k: ("all" if d[k] is None else ",".join(map(str, d[k]))) if k == "seeds" else d[k] for k in d}
+                for d in (old, new))
     old, new = ({k: d.get(k, OPTION_DEFAULTS.get(k, "-")) for k in sorted(set(old) | set(new))} for d in (old, new))
     return ", ".join(f"{k} {old[k]} -> {new[k]}" for k in old if old[k] != new[k]) or None
 

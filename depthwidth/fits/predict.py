@@ -47,7 +47,8 @@ normal. Where a pair crosses several times, the replicates split between crossin
 16–84 range can be much narrower (or wider) than the 95 % interval suggests; the interval can
 also be lopsided. The verdict therefore also gives σ_ci95, the σ that the arm of the measured 95 %
 interval on the prediction's side implies ((ln N*_meas − ln lo)/1.96 when the prediction is below
-the measurement, (ln hi − ln N*_meas)/1.96 when above), z_ci95 with it in place of σ_meas, and
+the measurement, (ln hi − ln N*_meas)/1.96 when above), z_ci95 with the larger of σ_ci95 and
+σ_meas in place of σ_meas (never a larger distance than z: the conservative reading), and
 ``non_normal`` (true when σ_ci95 and σ_meas differ by more than a factor 1.5 either way). These
 are read beside z; they do not replace the registered rule.
 
@@ -218,11 +219,15 @@ def read_prediction(path: str) -> dict[str, Any]:
     if not isinstance(d, dict) or d.get("format") != PREDICTION_FORMAT or d.get("version") != PREDICTION_VERSION:
         raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
                         f"version {PREDICTION_VERSION})")
+    fit = d.get("fit")
+    if not (isinstance(fit, dict) and isinstance(fit.get("path"), str) and isinstance(fit.get("sha256"), str)):
+        raise UserError(f"{path}: 'fit' must name the fit the prediction was made from ({{\"path\", \"sha256\", ...}})")
     preds = d.get("predictions")
     if not isinstance(preds, list) or not preds or not all(_well_formed(p) for p in preds):
         raise UserError(f"{path}: 'predictions' must be a non-empty list of pair predictions (pair [L_s, L_d] "
-                        "with 1 <= L_s < L_d, positive n_star, ln_n_star = ln(n_star), sigma_ln_n_star >= 0 or "
-                        f"null, ci95 [lo, hi] with 0 < lo <= hi or null, depth_convention one of {', '.join(ASSIGN)})")
+                        "with 1 <= L_s < L_d, positive L and n_star, ln_n_star = ln(n_star), sigma_ln_n_star >= 0 or "
+                        f"null, ci95 [lo, hi] with 0 < lo <= n_star <= hi or null, depth_convention one of "
+                        f"{', '.join(ASSIGN)})")
     pairs = [tuple(p["pair"]) for p in preds]
     if len(set(pairs)) < len(pairs):
         twice = next(q for q in pairs if pairs.count(q) > 1)
@@ -243,10 +248,11 @@ def _well_formed(p: Any) -> bool:
     return (isinstance(pair, list) and len(pair) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in pair) and 1 <= pair[0] < pair[1]
             and _num(p.get("n_star")) and p["n_star"] > 0 and _num(p.get("ln_n_star"))
+            and _num(p.get("L")) and p["L"] > 0
             and abs(p["ln_n_star"] - math.log(p["n_star"])) <= 1e-9 * max(1.0, abs(p["ln_n_star"]))
             and (sigma is None or (_num(sigma) and sigma >= 0))
             and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(_num(v) for v in ci)
-                                and 0 < ci[0] <= ci[1]))
+                                and 0 < ci[0] <= p["n_star"] <= ci[1]))
             and p.get("depth_convention") in ASSIGN)
 
 
@@ -297,14 +303,19 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
     than the prediction (its d_x is not comparable), when a pair is there twice, or when a number
     the verdict reads is malformed."""
     if isinstance(measured_fit, dict) and measured_fit.get("format") == PREDICTION_FORMAT:
-        raise UserError(f"{source} is a prediction file; --check compares it with a measured fit (--fit FIT.json)")
+        raise UserError(f"{source} is a prediction file, not a measured fit (a `depthwidth fit` file of the predicted "
+                        "pairs' records)")
     if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
         raise UserError(f"{source}: not a depthwidth fit file")
-    assign = (measured_fit.get("options") or {}).get("assign")
+    options = measured_fit.get("options", {})
+    if not isinstance(options, dict):
+        raise UserError(f"{source}: 'options' must be the fit's options (a JSON object)")
+    assign = options.get("assign")
     groups = [measured_fit.get(k, []) for k in ("points", "not_fitted", "no_crossing")]
     if not all(isinstance(g, list) and all(isinstance(p, dict) and _int(p.get("L_s")) and _int(p.get("L_d"))
-                                           for p in g) for g in groups):
-        raise UserError(f"{source}: points, not_fitted and no_crossing must be lists of points with integer L_s and L_d")
+                                           and 1 <= p["L_s"] < p["L_d"] for p in g) for g in groups):
+        raise UserError(f"{source}: points, not_fitted and no_crossing must be lists of points with integer "
+                        "1 <= L_s < L_d")
     by_pair: dict[tuple[int, int], dict[str, Any]] = {}
     for p in (p for g in groups for p in g):
         key = (p["L_s"], p["L_d"])
@@ -345,7 +356,7 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
             "z": None if s_p is None else (ln_m - ln_p) / math.hypot(s_p, s_m),
             "z_pred": None if not s_p else (ln_m - ln_p) / s_p,
             "sigma_ln_measured": s_m, "sigma_ln_measured_ci95": s_ci,
-            "z_ci95": None if s_p is None or s_ci is None else (ln_m - ln_p) / math.hypot(s_p, s_ci),
+            "z_ci95": None if s_p is None or s_ci is None else (ln_m - ln_p) / math.hypot(s_p, max(s_m, s_ci)),
             "non_normal": None if s_ci is None else bool(not 1 / NON_NORMAL <= s_ci / s_m <= NON_NORMAL),
         })
     return out
@@ -358,13 +369,15 @@ OPTION_DEFAULTS = {"crossing": "last"}
 
 
 def protocol_differences(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[str] | None:
-    """How the measured fit's options differ from those of the fit that made the prediction, as
-    "crossing first (the predicting fit: last)" strings; [] when they agree, None when the
-    predicting fit cannot be read at the path the prediction names or its sha256 has changed."""
+    """How the measured fit's options (and its seeds, when it was fitted on some: ``fit --seeds``)
+    differ from those of the fit that made the prediction, as "crossing first (the predicting fit:
+    last)" strings; [] when they agree, None when the predicting fit cannot be read at the path
+    the prediction names (a URL without its file system counts as unreadable) or its sha256 has
+    changed."""
     fit = prediction.get("fit") or {}
     try:
         raw = storage.read_bytes(str(fit.get("path")))
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):
         return None
     if hashlib.sha256(raw).hexdigest() != fit.get("sha256"):
         return None
@@ -378,4 +391,7 @@ def protocol_differences(prediction: dict[str, Any], measured_fit: dict[str, Any
         a, b = ours.get(k, OPTION_DEFAULTS.get(k)), theirs.get(k, OPTION_DEFAULTS.get(k))
         if a != b:
             out.append(f"{k} {a} (the predicting fit: {b})")
+    seeds = (measured_fit.get("table") or {}).get("seeds")
+    if seeds is not None:  # the predicting fit used every seed of its records
+        out.append(f"seeds {','.join(map(str, seeds))} only (the predicting fit: all its records' seeds)")
     return out

@@ -112,7 +112,13 @@ def load_inputs(results_dir: str | Path, fit_path: str | Path | None = None,
         also = (fit.get("table") or {}).get("also") or []
         if not isinstance(also, list) or not all(isinstance(d, str) and d for d in also):
             raise UserError(f"fit file {fit_path}: table.also must be a list of results directories")
-        table = load_table(root, also=[_beside(d, fit_path) for d in also] or None)
+        # ... and of the seeds it was fitted on (fit --seeds): a later seed's records must not
+        # enter the curves and bands drawn beside this fit's N*
+        seeds = (fit.get("table") or {}).get("seeds")
+        if seeds is not None and not (isinstance(seeds, list) and seeds
+                                      and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+            raise UserError(f"fit file {fit_path}: table.seeds must be a non-empty list of seeds")
+        table = load_table(root, also=[_beside(d, fit_path) for d in also] or None, seeds=seeds)
     else:
         table = load_table(root)
         # numpy: ~0.1 s at import; kept off the modules that do not need it

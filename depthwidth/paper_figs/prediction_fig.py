@@ -36,14 +36,27 @@ def load(prediction_path: str, measured_paths: list[str]) -> dict[str, Any]:
     where = str(pred["fit"].get("path"))
     try:
         raw = storage.read_bytes(where)
-    except OSError:
+    except (OSError, ValueError, UserError):
         raise UserError(f"{prediction_path}: the fit it was made from, {where}, cannot be read "
                         "(run from the directory the prediction was made in)") from None
     if hashlib.sha256(raw).hexdigest() != pred["fit"].get("sha256"):
         raise UserError(f"{where} has changed since {prediction_path} was made from it (sha256 differs)")
-    measured = [(p, load_fit_file(p)) for p in measured_paths]
-    for p, m in measured:
-        verdict(pred, m, p)  # a malformed or other-convention measured fit fails here, in one line
+    if len(set(measured_paths)) < len(measured_paths):
+        raise UserError("--measured names a file twice")
+    measured, seen = [], {}
+    for p in measured_paths:
+        m = load_fit_file(p)
+        # a malformed or other-convention measured fit fails here, in one line
+        held = [tuple(v["pair"]) for v in verdict(pred, m, f"--measured {p}")
+                if not v.get("reason", "").startswith("the measured fit has no such pair")]
+        if not held:
+            raise UserError(f"--measured {p} holds none of the predicted pairs "
+                            f"({', '.join(f'({a},{b})' for a, b in (q['pair'] for q in pred['predictions']))})")
+        for pair in held:
+            if pair in seen:
+                raise UserError(f"--measured {seen[pair]} and {p} both hold the pair ({pair[0]},{pair[1]}): give one")
+            seen[pair] = p
+        measured.append((p, m))
     return {"prediction": pred, "prediction_path": prediction_path, "fit": load_fit_file(where), "fit_path": where,
             "measured": measured}
 
@@ -65,7 +78,7 @@ def prediction_vs_measurement(inputs: dict[str, Any]) -> tuple[Any, str]:
                       if v["pair"] == p["pair"] and v["status"] == "resolved"), None))
             for p in pred["predictions"]]
     Ls = [p["L"] for p in fitted] + [p["L"] for p, _ in rows]
-    x = np.linspace(0.8 * min(Ls), 1.5 * max(Ls), 200)  # room on the right for the pairs' labels
+    x = np.linspace(0.7 * min(Ls), 1.15 * max(Ls), 200)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN))
     y = law.ln_width(x, np)
     ax.plot(x, y, color=COLORS["fit"], label=f"law that predicted: {law.describe('.3f', '.4f', pretty=True)}")
@@ -74,28 +87,37 @@ def prediction_vs_measurement(inputs: dict[str, Any]) -> tuple[Any, str]:
         se = np.sqrt(var)
         ax.fill_between(x, y - Z95 * se, y + Z95 * se, color=COLORS["fit"], alpha=0.15, lw=0,
                         label="its 95% band (fit covariance)")
-    ax.errorbar([p["L"] for p in fitted], [p["ln_d_x"] for p in fitted],
-                yerr=[p.get("sigma_ln_d_x") or 0.0 for p in fitted], fmt="o", color=COLORS["neutral"],
-                zorder=4, label="points it was fitted on")
+    # every bar a 95 % interval: the fitted points' bootstrap intervals too (not ±1σ as in fig2)
+    fy = [p["ln_d_x"] for p in fitted]
+    ferr = [[y - _ln_dx(p["N_star_ci95"][0], p["L"]) if (p.get("N_star_ci95") or [None])[0] else 0.0
+             for p, y in zip(fitted, fy)],
+            [_ln_dx(p["N_star_ci95"][1], p["L"]) - y if (p.get("N_star_ci95") or [None, None])[1] else 0.0
+             for p, y in zip(fitted, fy)]]
+    ax.errorbar([p["L"] for p in fitted], fy, yerr=ferr, fmt="o", color=COLORS["neutral"],
+                zorder=4, label="points it was fitted on (95% bootstrap interval)")
     for p in fitted:
         ax.annotate(f"({p['L_s']},{p['L_d']})", (p["L"], p["ln_d_x"]), xytext=(6, -3), textcoords="offset points",
                     fontsize=7.5, color=COLORS["neutral"])
     dx = 0.02 * (x[-1] - x[0])  # predicted left, measured right of the pair's depth
+    summary = []
     for i, (p, v) in enumerate(rows):
         L, name = p["L"], f"({p['pair'][0]},{p['pair'][1]})"
         lo, hi = p["ci95"] or (p["n_star"], p["n_star"])
         yp = _ln_dx(p["n_star"], L)
         ax.errorbar([L - dx], [yp], yerr=[[yp - _ln_dx(lo, L)], [_ln_dx(hi, L) - yp]], fmt="D", mfc="white",
                     color=COLORS["levine2020"], zorder=5, label="predicted (95% interval)" if i == 0 else None)
-        text = f"{name} predicted {format_count(p['n_star'])}"
+        text = f"{name}: predicted {format_count(p['n_star'])}"
         if v is not None:
             ym = _ln_dx(v["measured_n_star"], L)
             mlo, mhi = v["measured_ci95"] or (None, None)
             err = [[ym - _ln_dx(mlo, L) if mlo else 0.0], [_ln_dx(mhi, L) - ym if mhi else 0.0]]
             ax.errorbar([L + dx], [ym], yerr=err, fmt="s", color=COLORS["theory"], zorder=5,
                         label="measured (95% bootstrap interval)" if all(r[1] is None for r in rows[:i]) else None)
-            text += f", measured {format_count(v['measured_n_star'])} (x{v['ratio']:.2f})"
-        ax.annotate(text, (L + 2 * dx, yp), fontsize=7.5, color=COLORS["neutral"], va="center")
+            text += f", measured {format_count(v['measured_n_star'])} (×{v['ratio']:.2f})"
+        summary.append(text)
+        ax.annotate(name, (L - dx, yp), xytext=(-6, 0), textcoords="offset points", fontsize=7.5, ha="right",
+                    va="center", color=COLORS["levine2020"])
+    ax.text(0.02, 0.97, "\n".join(summary), transform=ax.transAxes, va="top", fontsize=7.5, color=COLORS["neutral"])
     ax.set_xlabel("depth L (layers; a pair at its geometric mean)" if pred["predictions"][0]["depth_convention"] == "geom"
                   else f"depth L (layers; depth convention {pred['predictions'][0]['depth_convention']})")
     ax.set_ylabel("ln d_x (transition width)")

@@ -265,7 +265,7 @@ def verdict(arg: str) -> str:
     # a pair this results directory did not train is not a verdict: only the pairs its fit holds
     rows = [v for v in judge(read_prediction(str(REPO / pred_path)), json.loads(fit.read_text()))
             if not v.get("reason", "").startswith("the measured fit has no such pair")]
-    out = [head + ".", "", "| pair | predicted N* [95 %] | measured N* [95 %] | crosses in | ratio | z (combined σ) | z (σ from the interval's arm) | verdict |",
+    out = [head + ".", "", "| pair | predicted N* [95 %] | measured N* [95 %] | crosses in | ratio | z (combined σ) | z (conservative σ) | verdict |",
            "|---|---|---|---|---|---|---|---|"]
     for v in rows:
         pr = f"{fmt_count(v['predicted_n_star'])} [{fmt_count(v['predicted_ci95'][0])}, {fmt_count(v['predicted_ci95'][1])}]"

@@ -118,12 +118,22 @@ def test_heartbeat_refreshes_and_detects_loss(store):
     t0 = store.read_json(claims.claim_rel("r1"))["heartbeat_at"]
     logs = []
     with claims.Heartbeat(store, c, 0.05, log=logs.append):
-        time.sleep(0.3)
-        t1 = store.read_json(claims.claim_rel("r1"))["heartbeat_at"]
-        assert t1 > t0 and not logs
+        # polled, not slept for a fixed time: on a loaded machine (CI beside a sweep) the
+        # heartbeat thread can wait longer than a few periods for a core (it failed so once)
+        deadline = time.monotonic() + 30
+        while store.read_json(claims.claim_rel("r1"))["heartbeat_at"] == t0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.read_json(claims.claim_rel("r1"))["heartbeat_at"] > t0 and not logs
         other = claims.new_claim("r1", 1, 2)
-        store.replace(claims.claim_rel("r1"), other.to_dict())
-        time.sleep(0.3)
+        # A beat checks, then writes (fsynced): a takeover that lands inside that window is
+        # written over once, and the next beat sees the file as its own again. With a 50 ms
+        # period and a slow fsync that happens every time, so the takeover is repeated until the
+        # heartbeat has seen it (in a sweep the period is 60 s and a takeover needs a claim
+        # 600 s stale).
+        while not any("lost the claim" in m for m in logs) and time.monotonic() < deadline:
+            if store.read_json(claims.claim_rel("r1"))["token"] != other.token:
+                store.replace(claims.claim_rel("r1"), other.to_dict())
+            time.sleep(0.05)
     assert [m for m in logs if "lost the claim" in m] == ["lost the claim on r1 to another worker"]
     # The heartbeat never overwrote the new owner.
     assert store.read_json(claims.claim_rel("r1"))["token"] == other.token

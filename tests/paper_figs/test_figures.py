@@ -208,3 +208,19 @@ def test_loss_figure_draws_not_fitted_crossings_and_open_intervals(sweep):
     assert len(bands) == 2
     right = max(b.get_x() + b.get_width() for b in bands)
     assert right == pytest.approx(second["N_range"][1], rel=1e-9)
+
+
+def test_a_fit_of_some_seeds_is_drawn_with_those_seeds_only(tmp_path):
+    # Session 8: figs of `fit --seeds 0,1,2,3` drew seed 4's records too (a sweep still running),
+    # so the curves and bands beside the fit's N* were not the fit's
+    from pathlib import Path
+
+    from depthwidth.cli import main
+    from depthwidth.paper_figs.inputs import load_inputs
+
+    results = Path(__file__).resolve().parents[2] / "results" / "law-long"
+    fit = tmp_path / "f.json"
+    assert main(["fit", "--results", str(results), "--seeds", "0,1", "--bootstrap", "20", "--out", str(fit)]) == 0
+    inputs = load_inputs(results, fit)
+    assert {s for ss in inputs.table.cells["seeds"] for s in ss} == {0, 1}
+    assert {s for ss in load_inputs(results, None).table.cells["seeds"] for s in ss} == {0, 1, 2}

@@ -91,7 +91,7 @@ def _records(results):
 @pytest.mark.parametrize("argv, message", [
     (["--budgets", "25K,abc"], "cannot parse --budgets"),
     (["--budgets", "25K,25K"], "repeated budget"),
-    (["--budgets", ""], "comma-separated list"),
+    (["--budgets", ""], "--budgets is empty"),
     (["--budgets", "1T"], "only 0 depth(s)"),
     (["--tolerance", "0.5"], "--tolerance must be a factor > 1"),
     (["--window", "abc"], "--window must be a number"),
