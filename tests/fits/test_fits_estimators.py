@@ -146,3 +146,9 @@ def test_committed_four_seed_fit_is_what_fit_gives_and_its_table_says_what_the_d
     assert [round(x, 3) for x in seed_rows["b_ci95"]] == [0.090, 0.209]
     assert est["claims"]["excludes_paper"]["fails_in"] == ["pooled bootstrap", "leave out (1,2)", "leave out (4,8)"]
     assert est["claims"]["excludes_ln3"]["holds_in_every_row"] is True
+    # the page's post-hoc (3, 6) value from this fit: further from the measured 182K than the registered 118K
+    from depthwidth.fits.predict import predict
+
+    raw = (root / "law-long-seeds" / "fit-4seeds.json").read_bytes()
+    (p36,) = predict(json.loads(raw), "fit-4seeds.json", raw, [(3, 6)])["predictions"]
+    assert round(p36["n_star"], -3) == 101e3 and [round(x, -2) for x in p36["ci95"]] == [70.8e3, 144.3e3]
