@@ -221,9 +221,7 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
 
 
 def load_fit_file(path: str | Path) -> dict[str, Any]:
-    """Read a fit JSON file as a dict; UserError (one line) if empty, missing or not JSON."""
-    if not str(path).strip():
-        raise UserError("fit file: the path is empty")
+    """Read a fit JSON file as a dict; UserError (one line) if missing or not JSON."""
     try:
         return json.loads(storage.read_bytes(path))
     except FileNotFoundError:

@@ -208,8 +208,6 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
 
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
-    if not str(path).strip():
-        raise UserError("prediction file: the path is empty")
     try:
         d = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
@@ -368,22 +366,33 @@ PROTOCOL_OPTIONS = ("crossing", "curve", "resample", "bootstrap", "min_fraction"
 OPTION_DEFAULTS = {"crossing": "last"}
 
 
+def predicting_fit(prediction: dict[str, Any], source: str = "the prediction") -> tuple[str, Any]:
+    """(path, parsed JSON) of the fit the prediction was made from, read at the path the
+    prediction names. UserError (one line) when it cannot be read or parsed there (``source``
+    names the prediction file) or no longer has the recorded sha256."""
+    where = str((prediction.get("fit") or {}).get("path"))
+    try:
+        raw = storage.read_bytes(where)
+    except (OSError, ValueError, UserError):
+        raise UserError(f"{source}: the fit it was made from, {where}, cannot be read "
+                        "(run from the directory the prediction was made in)") from None
+    if hashlib.sha256(raw).hexdigest() != prediction["fit"].get("sha256"):
+        raise UserError(f"{where} has changed since {source} was made from it (sha256 differs)")
+    try:
+        return where, json.loads(raw)
+    except ValueError:
+        raise UserError(f"{where}: not JSON") from None
+
+
 def protocol_differences(prediction: dict[str, Any], measured_fit: dict[str, Any]) -> list[str] | None:
     """How the measured fit's options (and its seeds, when it was fitted on some: ``fit --seeds``)
     differ from those of the fit that made the prediction, as "crossing first (the predicting fit:
     last)" strings; [] when they agree, None when the predicting fit cannot be read at the path
     the prediction names (a URL without its file system counts as unreadable) or its sha256 has
     changed."""
-    fit = prediction.get("fit") or {}
     try:
-        raw = storage.read_bytes(str(fit.get("path")))
-    except (OSError, ValueError, UserError):
-        return None
-    if hashlib.sha256(raw).hexdigest() != fit.get("sha256"):
-        return None
-    try:
-        theirs = json.loads(raw).get("options") or {}
-    except (ValueError, AttributeError):
+        theirs = predicting_fit(prediction)[1].get("options") or {}
+    except (UserError, AttributeError):
         return None
     ours = measured_fit.get("options") or {}
     out = []

@@ -14,51 +14,46 @@ point whose interval is lopsided keeps its asymmetric bars: that is the verdict'
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 from typing import Any
 
-from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.law import law_from_fit_dict, load_fit_file
-from depthwidth.fits.predict import Z95, read_prediction, verdict
+from depthwidth.fits.predict import Z95, predicting_fit, read_prediction, verdict
 from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 from depthwidth.units import format_count
 
 
 def load(prediction_path: str, measured_paths: list[str]) -> dict[str, Any]:
-    """The figure's inputs: {"prediction", "fit" (the predicting fit), "measured": [(path, fit)]}.
+    """The figure's inputs: {"prediction", "fit" (the predicting fit), "measured": [(path, fit)],
+    "verdicts": {pair: resolved verdict row}}.
     UserError (one line) when a file is missing or malformed, or the predicting fit is not at the
     path the prediction names or no longer has the recorded sha256."""
     pred = read_prediction(prediction_path)
-    where = str(pred["fit"].get("path"))
-    try:
-        raw = storage.read_bytes(where)
-    except (OSError, ValueError, UserError):
-        raise UserError(f"{prediction_path}: the fit it was made from, {where}, cannot be read "
-                        "(run from the directory the prediction was made in)") from None
-    if hashlib.sha256(raw).hexdigest() != pred["fit"].get("sha256"):
-        raise UserError(f"{where} has changed since {prediction_path} was made from it (sha256 differs)")
+    where, fit = predicting_fit(pred, prediction_path)
     if len(set(measured_paths)) < len(measured_paths):
         raise UserError("--measured names a file twice")
-    measured, seen = [], {}
+    measured, seen, resolved = [], {}, {}
     for p in measured_paths:
         m = load_fit_file(p)
         # a malformed or other-convention measured fit fails here, in one line
-        held = [tuple(v["pair"]) for v in verdict(pred, m, f"--measured {p}")
+        rows = [v for v in verdict(pred, m, f"--measured {p}")
                 if not v.get("reason", "").startswith("the measured fit has no such pair")]
-        if not held:
+        if not rows:
             raise UserError(f"--measured {p} holds none of the predicted pairs "
                             f"({', '.join(f'({a},{b})' for a, b in (q['pair'] for q in pred['predictions']))})")
-        for pair in held:
+        for v in rows:
+            pair = tuple(v["pair"])
             if pair in seen:
                 raise UserError(f"--measured {seen[pair]} and {p} both hold the pair ({pair[0]},{pair[1]}): give one")
             seen[pair] = p
+            if v["status"] == "resolved":
+                resolved[pair] = v
         measured.append((p, m))
-    return {"prediction": pred, "prediction_path": prediction_path, "fit": load_fit_file(where), "fit_path": where,
-            "measured": measured}
+    return {"prediction": pred, "prediction_path": prediction_path, "fit": fit, "fit_path": where,
+            "measured": measured, "verdicts": resolved}
 
 
 def _ln_dx(n: float, L: float) -> float:
@@ -74,9 +69,7 @@ def prediction_vs_measurement(inputs: dict[str, Any]) -> tuple[Any, str]:
     pred, fit = inputs["prediction"], inputs["fit"]
     law = law_from_fit_dict(fit, inputs["fit_path"])
     fitted = [p for p in fit.get("points", []) if p.get("fitted") and p.get("ln_d_x") is not None]
-    rows = [(p, next((v for _, m in inputs["measured"] for v in verdict(pred, m)
-                      if v["pair"] == p["pair"] and v["status"] == "resolved"), None))
-            for p in pred["predictions"]]
+    rows = [(p, inputs["verdicts"].get(tuple(p["pair"]))) for p in pred["predictions"]]
     Ls = [p["L"] for p in fitted] + [p["L"] for p, _ in rows]
     x = np.linspace(0.7 * min(Ls), 1.15 * max(Ls), 200)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN))
