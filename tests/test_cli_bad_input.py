@@ -3,6 +3,7 @@ leaves no file behind (README "Commands"; issue 10's audit of every subcommand).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -151,10 +152,18 @@ def test_a_held_out_split_shorter_than_one_sequence_is_refused_before_training(t
     assert not (tmp_path / "o").exists()
 
 
-def test_a_sweep_without_its_corpus_fails_before_making_run_directories(tmp_path, monkeypatch, capsys):
-    # session 7, left over: the results and first run directory were made, then the corpus was missing
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_sweep_without_its_corpus_fails_before_making_run_directories(jobs, tmp_path, monkeypatch, capsys):
+    # session 7, left over: the results and first run directory were made, then the corpus was missing;
+    # session 8, left over: with --jobs 2 the "workers pinned to cores" line came before the error
+    # (pinned to this process's own cores, which a test harness may have narrowed to one)
+    from depthwidth.experiments import runner
+
+    own = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    if jobs and own is not None:
+        monkeypatch.setattr(runner, "core_sets", lambda n: [set(own)] * n)
     monkeypatch.chdir(tmp_path)
-    assert main(["sweep", "--preset", "smoke", "--results", "r", "--data-dir", str(tmp_path / "none")]) == 2
+    assert main(["sweep", "--preset", "smoke", "--results", "r", "--data-dir", str(tmp_path / "none"), *jobs]) == 2
     assert _one_error_line(capsys).startswith(
         f"depthwidth: error: corpus 'tinyshakespeare' not found: put tinyshakespeare.txt (1,115,394 bytes, "
         f"sha256 86c4e6aa9db7c042...) in {tmp_path / 'none'}")
@@ -166,6 +175,19 @@ def test_a_sweep_into_proc_says_it_cannot_write(tmp_path, monkeypatch, capsys, c
     # session 7, left over: as root os.access(/proc) says yes; the claim file then failed with a raw errno
     assert main(["sweep", "--preset", "smoke", "--results", "/proc/nope", "--data-dir", str(corpora_dir)]) == 2
     assert _one_error_line(capsys).startswith("depthwidth: error: --results /proc/nope: cannot write in /proc: ")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("argv", [
+    ["figs", "--results", "results/law-long", "--fit", "results/law-long/fit.json"],
+    ["prediction-fig", "--prediction", "results/predictions/law-long.json"],
+])
+def test_figures_into_proc_say_which_flag_cannot_be_made(argv, capsys, monkeypatch):
+    # session 8, left over: the drawing's mkdir raised a raw errno naming /proc/x, not the flag
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert main([*argv, "--out", "/proc/x/figs"]) == 2
+    assert _one_error_line(capsys) == (
+        "depthwidth: error: --out /proc/x/figs: cannot make the directory (No such file or directory)")
 
 
 def _can_bind_read_only() -> bool:

@@ -586,12 +586,20 @@ def run_local_jobs(preset: Preset, results: str | Path, child_args: list[str], *
                               stdout=subprocess.PIPE, text=True)
              for j in range(1, jobs)]
     own = os.sched_getaffinity(0) if pins else None
+    # Said just before the sweep's first line, so a sweep that stops at once (a missing corpus)
+    # prints only its one error line.
+    waiting = [f"[sweep {preset.name}] {jobs} local workers pinned to cores "
+               + " | ".join(",".join(map(str, sorted(c))) for c in pins)] if pins else []
+
+    def log_after_pins(msg: str) -> None:
+        while waiting:
+            log(waiting.pop())
+        log(msg)
+
     try:
         if pins:
             os.sched_setaffinity(0, pins[0])
-            log(f"[sweep {preset.name}] {jobs} local workers pinned to cores "
-                + " | ".join(",".join(map(str, sorted(c))) for c in pins))
-        rep = run_sweep(preset, results, worker=first, num_workers=total, log=log, **kw)
+        rep = run_sweep(preset, results, worker=first, num_workers=total, log=log_after_pins, **kw)
         outs = [p.communicate()[0] for p in procs]
     except BaseException:
         for p in procs:

@@ -86,8 +86,9 @@ def _seprank_fig(args: argparse.Namespace) -> int:
 
 
 def _check_figure_dir(out: str) -> None:
-    """Refuse, before drawing, a local --out that is a file or lies under one (the first write
-    would fail after the work, naming a temporary file); a URL names an object store."""
+    """Refuse, before drawing, a local --out that is a file, lies under one, or cannot be made
+    (the first write would fail after the work, naming a temporary file); a URL names an object
+    store, which has no directories."""
     if storage.is_url(out):
         return
     p = Path(out)
@@ -96,6 +97,10 @@ def _check_figure_dir(out: str) -> None:
     above = next((a for a in p.parents if a.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"--out {out}: {above} is a file, not a directory")
+    try:  # the drawing makes it anyway; making it first turns an unwritable place into one line
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot make the directory ({e.strerror})") from None
 
 
 def _figs(args: argparse.Namespace) -> int:
