@@ -128,7 +128,8 @@ def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR
 
 
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
-    """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``, ``table.also``) relative to the file's folder
+    """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``, ``table.also``,
+    ``table.cells_of``) relative to the file's folder
     (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
     table = fit.get("table")
     if not isinstance(table, dict) or not table.get("results"):
@@ -140,6 +141,8 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
         stored["lr_tuned"] = {**tuned, "dirs": [relative_to(d, parent) for d in tuned["dirs"]]}
     if table.get("also"):
         stored["also"] = [relative_to(d, parent) for d in table["also"]]
+    if table.get("cells_of"):
+        stored["cells_of"] = relative_to(table["cells_of"], parent)
     return {**fit, "table": stored}
 
 

@@ -265,7 +265,9 @@ def test_fit_on_the_cells_of_another_sweep(tmp_path, capsys):
                  "--bootstrap", "50", "--out", str(tmp_path / "f.json")]) == 0
     out = capsys.readouterr().out
     assert f"only the cells that {tmp_path / 'B'} also has" in out
-    assert json.loads((tmp_path / "f.json").read_text())["table"]["n_cells"] == len(cells(both))
+    stored = json.loads((tmp_path / "f.json").read_text())["table"]
+    assert stored["n_cells"] == len(cells(both))
+    assert (stored["results"], stored["cells_of"]) == ("A", "B")  # relative to the fit file's folder, as --also
 
 
 def test_a_missing_interval_says_why_in_the_text(tmp_path, capsys):
