@@ -236,7 +236,7 @@ def test_generated_verdict_counts_records_then_judges(tmp_path, monkeypatch):
     pred = json.loads((tmp_path / "p/pred.json").read_text())["predictions"][0]
     (tmp_path / "r").mkdir()
     (tmp_path / "r/fit.json").write_text(json.dumps({
-        "format": "depthwidth-fit", "options": {"assign": "geom"},
+        "format": "depthwidth-fit", "version": 1, "options": {"assign": "geom"},
         "points": [{"L_s": 3, "L_d": 6, "status": "crossing", "N_star": 2 * pred["n_star"], "sigma_ln_N_star": 0.1,
                     "N_star_ci95": [1.5 * pred["n_star"], 2.5 * pred["n_star"]], "bootstrap_fraction": 1.0}]}))
     out = gen.verdict("p/pred.json predict-36 r")

@@ -69,7 +69,7 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.forms import LINEAR, LawForm
-from depthwidth.fits.law import FIT_FORMAT, Law, law_from_fit_dict
+from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, Law, law_from_fit_dict
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.projections import MAX_BUDGET
 from depthwidth.fits.transitions import assigned_depth
@@ -297,7 +297,7 @@ def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[st
 def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: str = "measured fit") -> list[dict[str, Any]]:
     """Per predicted pair, measured vs predicted (module docstring). ``measured_fit`` is a fit
     file (any status) whose ``points``/``no_crossing``/``not_fitted`` hold the pair; ``source``
-    names it in errors. UserError (one line) when the measured point uses another depth convention
+    names it in errors. UserError (one line) when the file is not a fit file of this version, when the measured point uses another depth convention
     than the prediction (its d_x is not comparable), when a pair is there twice, or when a number
     the verdict reads is malformed."""
     if isinstance(measured_fit, dict) and measured_fit.get("format") == PREDICTION_FORMAT:
@@ -305,6 +305,8 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
                         "pairs' records)")
     if not isinstance(measured_fit, dict) or measured_fit.get("format") != FIT_FORMAT:
         raise UserError(f"{source}: not a depthwidth fit file")
+    if measured_fit.get("version") != FIT_VERSION:
+        raise UserError(f"{source}: unsupported fit file version {measured_fit.get('version')!r} (expected {FIT_VERSION})")
     options = measured_fit.get("options", {})
     if not isinstance(options, dict):
         raise UserError(f"{source}: 'options' must be the fit's options (a JSON object)")

@@ -77,7 +77,7 @@ def test_refusals():
 
 
 def _measured(N, sigma, frac=1.0, status="crossing", assign="geom"):
-    return {"format": "depthwidth-fit", "options": {"assign": assign},
+    return {"format": "depthwidth-fit", "version": 1, "options": {"assign": assign},
             "points": [{"L_s": 3, "L_d": 6, "status": status, "N_star": N, "sigma_ln_N_star": sigma,
                         "N_star_ci95": [N * 0.8, N * 1.2], "bootstrap_fraction": frac}]}
 
@@ -108,7 +108,7 @@ def test_verdict_z_and_inside():
     assert above["sigma_ln_measured_ci95"] == pytest.approx(math.log(1.2) / 1.959963984540054)
     weak, = P.verdict(pred, _measured(N, 0.4, frac=0.8))
     assert weak["status"] == "not resolved" and "80.0%" in weak["reason"]
-    none, = P.verdict(pred, {"format": "depthwidth-fit", "options": {"assign": "geom"}, "points": []})
+    none, = P.verdict(pred, {"format": "depthwidth-fit", "version": 1, "options": {"assign": "geom"}, "points": []})
     assert none["status"] == "not resolved"
     with pytest.raises(UserError, match="assigns depth"):
         P.verdict(pred, _measured(N, 0.4, assign="arith"))
@@ -185,7 +185,7 @@ def test_malformed_prediction_entries_are_one_line(tmp_path, change):
     with pytest.raises(UserError, match="predictions"):
         P.read_prediction(str(path))
     with pytest.raises(UserError, match="measured fit"):
-        P.verdict(P.predict(_fit(), "f", b"", [(3, 6)]), {"format": "depthwidth-fit", "points": "x"})
+        P.verdict(P.predict(_fit(), "f", b"", [(3, 6)]), {"format": "depthwidth-fit", "version": 1, "points": "x"})
 
 
 def test_prediction_says_whether_the_checkout_was_dirty(tmp_path, monkeypatch):
@@ -283,6 +283,15 @@ def test_a_malformed_measured_point_is_one_line(change, message):
     m["points"][0].update(change)
     with pytest.raises(UserError, match=re.escape(message)):
         P.verdict(pred, m)
+
+
+def test_a_measured_fit_of_another_version_is_refused():
+    # session 8, left over: a fit file of version 99 gave a verdict as if it were this format
+    pred = P.predict(_fit(), "f", b"", [(3, 6)])
+    m = _measured(pred["predictions"][0]["n_star"], 0.2)
+    m["version"] = 99
+    with pytest.raises(UserError, match=re.escape("m.json: unsupported fit file version 99 (expected 1)")):
+        P.verdict(pred, m, "m.json")
 
 
 def test_verdict_text_without_sigma_or_interval_and_duplicates():

@@ -52,7 +52,7 @@ def test_a_changed_predicting_fit_or_a_missing_file_is_one_line(tmp_path, monkey
     (tmp_path / "results" / "law-long" / "fit.json").write_bytes(raw)
     assert main(["prediction-fig", "--prediction", PRED, "--measured", "nope.json"]) == 2
     assert capsys.readouterr().err == "depthwidth: error: fit file not found: nope.json (built-in laws: levine2020)\n"
-    (tmp_path / "bad.json").write_text(json.dumps({"format": "depthwidth-fit", "options": {"assign": "arith"}}))
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "depthwidth-fit", "version": 1, "options": {"assign": "arith"}}))
     assert main(["prediction-fig", "--prediction", PRED, "--measured", "bad.json"]) == 2
     assert "assigns depth 'arith'" in capsys.readouterr().err
     # without measured fits: the prediction alone, beside the prediction file by default
