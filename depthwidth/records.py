@@ -390,12 +390,19 @@ def read_record(path: str | Path) -> dict[str, Any]:
 def iter_records(results: str | Path) -> list[dict[str, Any]]:
     """All records under ``results`` (``runs/*/record.json``, every kind), sorted by run id.
     UserError for an empty path (it would read the working directory), a missing one or a file."""
+    store = require_results_dir(results)
+    return [read_record(p) for p in store.record_paths()]
+
+
+def require_results_dir(results: str | Path) -> storage.ResultsStore:
+    """The store of an existing results directory; UserError for an empty path (it would read the
+    working directory), a missing one or a file."""
     if not str(results).strip():
         raise UserError("a results directory must be a non-empty path, got ''")
     store = storage.open_results(results)
     if not store.root.is_dir():
         raise UserError(f"results directory {'is a file' if store.root.exists() else 'not found'}: {results}")
-    return [read_record(p) for p in store.record_paths()]
+    return store
 
 
 def records_of_kind(results: str | Path, kind: str) -> list[dict[str, Any]]:

@@ -186,8 +186,30 @@ def test_figures_into_proc_say_which_flag_cannot_be_made(argv, capsys, monkeypat
     # session 8, left over: the drawing's mkdir raised a raw errno naming /proc/x, not the flag
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     assert main([*argv, "--out", "/proc/x/figs"]) == 2
-    assert _one_error_line(capsys) == (
-        "depthwidth: error: --out /proc/x/figs: cannot make the directory (No such file or directory)")
+    assert _one_error_line(capsys).startswith("depthwidth: error: --out /proc/x/figs: cannot write in /proc (")
+
+
+@pytest.mark.parametrize("argv, message", [
+    # session 9 fresh-user pass: a mistyped --results made results/typo/figures before its error
+    (["figs", "--results", "typo"], "results directory not found: typo"),
+    # ... and a file as --results was reported as a bad --out the user never gave
+    (["figs", "--results", "f.json"], "results directory is a file: f.json"),
+    # a directory or a binary file as a fit file was a raw errno / codec message
+    (["predict", "--check", "p.json", "--fit", "r"], "--fit r is a results directory: give its fit file, r/fit.json"),
+    (["predict", "--fit", "r"], "--fit r is a results directory: give its fit file, r/fit.json"),
+    (["query", "--params", "1M", "--fit", "bin.json"],
+     "cannot read fit file bin.json: not text (a fit file is JSON written by depthwidth fit)"),
+])
+def test_figs_and_fit_readers_name_what_is_wrong_and_leave_nothing(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.json").write_text("{}")
+    (tmp_path / "bin.json").write_bytes(b"\x80\x81 not utf-8")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "fit.json").write_text("{}")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(argv) == 2
+    assert _one_error_line(capsys) == f"depthwidth: error: {message}"
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 def _can_bind_read_only() -> bool:

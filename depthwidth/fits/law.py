@@ -220,15 +220,30 @@ def law_from_fit_dict(d: Any, source: str, cov_kind: str = "auto") -> Law:
                ci_note=None if cov is not None else f"{source}: no {cov_kind} covariance in the fit file", form=form)
 
 
-def load_fit_file(path: str | Path) -> dict[str, Any]:
-    """Read a fit JSON file as a dict; UserError (one line) if missing or not JSON."""
+def _refuse_directory(path: str | Path, label: str) -> None:
+    """UserError when a local ``path`` is a directory (a results directory: say its fit file)."""
+    if storage.is_url(path):
+        return
+    p = storage.path(path)
+    if p.is_dir() and (p / "fit.json").is_file():
+        raise UserError(f"{label} is a results directory: give its fit file, {p / 'fit.json'}")
+    if p.is_dir():
+        raise UserError(f"{label} is a directory, not a fit file (a JSON written by depthwidth fit)")
+
+
+def load_fit_file(path: str | Path, label: str | None = None) -> dict[str, Any]:
+    """Read a fit JSON file as a dict; UserError (one line) if missing, a directory, or not JSON.
+    ``label`` names the path in the directory error (e.g. "--fit PATH"; default the path)."""
+    _refuse_directory(path, label or str(path))
     try:
         return json.loads(storage.read_bytes(path))
     except FileNotFoundError:
         if str(path) in BUILTIN_LAWS:  # a name `query --fit` takes; this command needs the file's points
             raise UserError(f"{path} is a built-in law, not a fit file; this command needs a fit file (fit.json)") from None
         raise UserError(f"fit file not found: {path} (built-in laws: {', '.join(BUILTIN_LAWS)})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError:
+        raise UserError(f"cannot read fit file {path}: not text (a fit file is JSON written by depthwidth fit)") from None
+    except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"cannot read fit file {path}: {e}") from None
 
 
@@ -247,11 +262,8 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
             raise UserError(f"--cov {cov_kind} needs a fit file as --fit: the built-in law {spec} has no "
                             "covariance of (a, b) (its paper gives none)")
         return law
+    _refuse_directory(spec, f"--fit {spec}")
     p = storage.path(spec)
-    if p.is_dir() and (p / "fit.json").is_file():
-        raise UserError(f"--fit {spec} is a results directory: give its fit file, {p / 'fit.json'}")
-    if p.is_dir():
-        raise UserError(f"--fit {spec} is a directory, not a fit file (a JSON written by depthwidth fit)")
     if not p.is_file():
         raise UserError(f"unknown law {spec!r}: not a built-in ({', '.join(BUILTIN_LAWS)}) and no such file")
     return law_from_fit_dict(load_fit_file(p), str(p), cov_kind)

@@ -287,6 +287,10 @@ def _arm_sigma(ln_m: float, ln_p: float, ci: list | None) -> float | None:
     return arm / Z95 if arm > 0 and (math.log(end) - ln_m) * (ln_p - ln_m) > 0 else None
 
 
+# The reason of a pair whose depths the measured fit does not hold (its records trained others).
+NO_SUCH_PAIR = "the measured fit has no such pair: its records lack one of the depths"
+
+
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:
     return {"pair": pred["pair"], "status": "not resolved", "reason": reason,
             "predicted_n_star": pred["n_star"], "predicted_ci95": pred["ci95"],
@@ -329,7 +333,7 @@ def verdict(prediction: dict[str, Any], measured_fit: dict[str, Any], source: st
                             f"refit with --assign {pred['depth_convention']} (the verdict compares like with like)")
         p = by_pair.get(tuple(pred["pair"]))
         if p is None:
-            out.append(_not_resolved(pred, "the measured fit has no such pair (depths missing)"))
+            out.append(_not_resolved(pred, NO_SUCH_PAIR))
             continue
         if bad := _measured_point(p, f"{source}: pair ({p['L_s']},{p['L_d']})"):
             raise UserError(bad)

@@ -6,12 +6,14 @@ Nothing heavy at module level: matplotlib, pandas and scipy load inside the hand
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.paper_figs import registry
+from depthwidth.records import require_results_dir
 from depthwidth.theory.cli import SEPRANK_RESULTS
 
 
@@ -86,9 +88,9 @@ def _seprank_fig(args: argparse.Namespace) -> int:
 
 
 def _check_figure_dir(out: str) -> None:
-    """Refuse, before drawing, a local --out that is a file, lies under one, or cannot be made
-    (the first write would fail after the work, naming a temporary file); a URL names an object
-    store, which has no directories."""
+    """Refuse, before drawing, a local --out that is a file, lies under one, or lies where nothing
+    can be written (the first write would fail after the work, naming a temporary file); a URL
+    names an object store, which has no directories."""
     if storage.is_url(out):
         return
     p = Path(out)
@@ -97,16 +99,18 @@ def _check_figure_dir(out: str) -> None:
     above = next((a for a in p.parents if a.exists()), None)
     if above is not None and not above.is_dir():
         raise UserError(f"--out {out}: {above} is a file, not a directory")
-    try:  # the drawing makes it anyway; making it first turns an unwritable place into one line
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"--out {out}: cannot make the directory ({e.strerror})") from None
+    if above is not None:  # a file made and removed there, not the directory: a refused command leaves nothing
+        try:
+            tempfile.TemporaryFile(dir=above).close()
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write in {above} ({e.strerror})") from None
 
 
 def _figs(args: argparse.Namespace) -> int:
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.paper_figs.make import render
 
+    require_results_dir(args.results)  # before --out, which is derived from it
     out = args.out or f"{str(args.results).rstrip('/')}/figures"
     _check_figure_dir(out)
     rep = render(args.results, args.fit, out)

@@ -20,7 +20,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.fits.law import law_from_fit_dict, load_fit_file
-from depthwidth.fits.predict import Z95, predicting_fit, read_prediction, verdict
+from depthwidth.fits.predict import NO_SUCH_PAIR, Z95, predicting_fit, read_prediction, verdict
 from depthwidth.paper_figs.registry import name_of
 from depthwidth.paper_figs.style import COLORS, HEIGHT_IN, WIDTH_IN, figure_style, save
 from depthwidth.units import format_count
@@ -37,10 +37,10 @@ def load(prediction_path: str, measured_paths: list[str]) -> dict[str, Any]:
         raise UserError("--measured names a file twice")
     measured, seen, resolved = [], {}, {}
     for p in measured_paths:
-        m = load_fit_file(p)
+        m = load_fit_file(p, f"--measured {p}")
         # a malformed or other-convention measured fit fails here, in one line
         rows = [v for v in verdict(pred, m, f"--measured {p}")
-                if not v.get("reason", "").startswith("the measured fit has no such pair")]
+                if v.get("reason") != NO_SUCH_PAIR]
         if not rows:
             raise UserError(f"--measured {p} holds none of the predicted pairs "
                             f"({', '.join(f'({a},{b})' for a, b in (q['pair'] for q in pred['predictions']))})")

@@ -129,7 +129,11 @@ def test_cli_writes_once_and_checks(tmp_path, capsys):
     assert main(["predict", "--fit", str(meas), "--check", str(out)]) == 0
     text = capsys.readouterr().out
     assert "(3,6): measured" in text and "inside the predicted 95% interval" in text
-    assert "(2,3): not resolved" in text
+    assert "(2,3): not resolved: the measured fit has no such pair: its records lack one of the depths" in text
+    # session 9 fresh-user pass: the predicting fit given as the measured one judged nothing and exited 0
+    assert main(["predict", "--fit", str(fit), "--check", str(out)]) == 2
+    assert capsys.readouterr().err == (f"depthwidth: error: --fit {fit} holds none of the predicted pairs (3,6), (2,3): "
+                                       "give the fit of their records (e.g. results/predict-36/fit.json)\n")
 
 
 def test_committed_law_long_prediction_matches_its_fit():
