@@ -112,8 +112,17 @@ def _items(text: str, name: str, unique: bool) -> list[str]:
 
 def parse_int_list(text: str, *, name: str = "list", minimum: int = 1, unique: bool = False) -> list[int]:
     """Parse ``"3,12,27"`` into ``[3, 12, 27]``; raise UserError on an empty, bad or (with
-    ``unique``) repeated element."""
-    return [parse_int(t, name=name, minimum=minimum) for t in _items(text, name, unique)]
+    ``unique``) repeated element (one that is not a number says what a list looks like)."""
+    out = []
+    for t in _items(text, name, unique):
+        try:
+            out.append(parse_int(t, name=name, minimum=minimum))
+        except UserError as e:
+            if not str(e).startswith("cannot parse"):
+                raise
+            raise UserError(f"cannot parse {name} {abbreviate(t)!r}: expected whole numbers separated by commas, "
+                            f"e.g. {minimum},{minimum + 1},{minimum + 2}") from None
+    return out
 
 
 def parse_count_list(text: str, *, name: str = "list", unique: bool = False) -> list[float]:

@@ -27,6 +27,12 @@ def test_parse_int_and_lists():
         parse_int("1.5")
     with pytest.raises(UserError):
         parse_int_list(",")
+    # session 9 fresh-user pass: '--seeds 0-2' got the example of a single count with K/M/B suffixes
+    with pytest.raises(UserError, match=r"^cannot parse --seeds '0-2': expected whole numbers separated by commas, "
+                                        r"e\.g\. 0,1,2$"):
+        parse_int_list("0-2", name="--seeds", minimum=0)
+    with pytest.raises(UserError, match=r"^--seeds must be >= 0, got '-1'$"):  # a number: its own message stays
+        parse_int_list("1,-1", name="--seeds", minimum=0)
 
 
 @pytest.mark.parametrize("x,text", [(175e9, "175B"), (1.3e9, "1.3B"), (84_934_656, "84.9M"), (12_345, "12.3K"),
