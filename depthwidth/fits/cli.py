@@ -634,7 +634,11 @@ def _fit_text(fit: dict[str, Any], out) -> str:
     else:
         lines.append(f"law: none (status {fit['status']}: fewer than 2 transition points cross in >= "
                      f"{o.get('min_fraction', 0.95):.0%} of bootstrap replicates)")
-    for conv, lw in (fit.get("by_assign") or {}).items():
+        if len(fit["points"]) + len(fit.get("no_crossing", [])) + len(fit.get("not_fitted", [])) == 1:
+            lines.append("     (one depth pair: this fit measures one transition point, e.g. to check a "
+                         "prediction with `predict --check`; a law needs two or more pairs)")
+    by_assign = fit.get("by_assign") or {}
+    for conv, lw in (by_assign.items() if any(by_assign.values()) else ()):  # all "no law": said above
         lines.append(f"  depth assigned {conv:<7}: " + (f"a = {lw['a']:.4f}, b = {lw['b']:.4f} "
                      f"[{lw['ci95']['b'][0]:.4f}, {lw['ci95']['b'][1]:.4f}]" if lw else "no law"))
     for w in fit["warnings"]:

@@ -170,6 +170,11 @@ def test_committed_predict_36_fit_and_its_verdict(tmp_path, capsys):
     assert v["inside_predicted_ci95"] is False and not lo <= p["N_star"] <= hi
     z = (math.log(p["N_star"]) - math.log(pred["n_star"])) / math.hypot(pred["sigma_ln_n_star"], p["sigma_ln_N_star"])
     assert v["z"] == pytest.approx(z) and round(z, 2) == 2.11
+    # session 9 fresh-user pass: one pair and four "no law" lines read like a failure
+    from depthwidth.fits.cli import _fit_text
+
+    text = _fit_text(committed, "f.json")
+    assert "(one depth pair: this fit measures one transition point" in text and "no law" not in text
 
 
 @pytest.mark.parametrize("change", [{"n_star": "x"}, {"pair": [3]}, {"ci95": None, "pair": [3, True]}, "drop_ci95",
