@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -313,7 +314,12 @@ def _query(args: argparse.Namespace) -> int:
 
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
-        res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+        try:
+            res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+        except UserError as e:
+            if str(e).startswith("budget") and re.search(r"\d,\d", args.params):  # '1,3B' meant 1.3B?
+                raise UserError(f"{e}; in --params a comma separates budgets: 1.3 billion is 1.3B") from None
+            raise
         rows = [[format_count(r["budget"]), f"{r['optimal_depth']:.1f}{_star(r)}", _w(r['optimal_width']),
                  _ratio(r['aspect_ratio']), _ci_text(r["ci"], "optimal_depth", lambda v: f"{v:.1f}"),
                  _ci_text(r["ci"], "optimal_width", _w),

@@ -54,6 +54,9 @@ def test_a_budget_below_one_layer_names_the_exact_smallest(capsys):
                          ("1e-300", "1e-300"), ("5e-324", "5e-324"), ("12", "12")):
         assert _err(capsys, "query", "--params", text) == f"{ERR}budget {shown} {SMALLEST}"
     assert "1.0*" in _ok(capsys, "query", "--params", "319307")  # the minimum it names is answered
+    # session 9 fresh-user pass: a decimal comma ('1,3B') is two budgets; the error now says so
+    assert _err(capsys, "query", "--params", "1,3B") == (
+        f"{ERR}budget 1 {SMALLEST[:-1]}; in --params a comma separates budgets: 1.3 billion is 1.3B\n")
     assert _err(capsys, "query", "--params", "1000", "--vocab", "50257") == (
         f"{ERR}budget 1,000 is below the smallest budget law levine2020 answers, 8,517,343 parameters with vocab "
         "50257: the size at which one layer is optimal (no network has fewer layers)\n")
