@@ -152,3 +152,73 @@ def test_committed_four_seed_fit_is_what_fit_gives_and_its_table_says_what_the_d
     raw = (root / "law-long-seeds" / "fit-4seeds.json").read_bytes()
     (p36,) = predict(json.loads(raw), "fit-4seeds.json", raw, [(3, 6)])["predictions"]
     assert round(p36["n_star"], -3) == 101e3 and [round(x, -2) for x in p36["ci95"]] == [70.8e3, 144.3e3]
+
+
+def test_committed_six_seed_fit_is_what_fit_gives_and_says_what_the_docs_say(tmp_path):
+    """docs/results/law-predicts.md, "Six seeds (0-5)", README: the committed six-seed fit is what
+    `fit --also` gives from the committed records; (2, 4) crosses in every replicate under both
+    resamplings, (4, 8) in < 95 % and is not fitted, and the law runs through (1, 2) and (2, 4).
+    The estimator table is read (it takes minutes), its paired row checked against the refit."""
+    root = Path(__file__).resolve().parents[2] / "results"
+    committed = json.loads((root / "law-long-seeds" / "fit-6seeds.json").read_text())
+    out = tmp_path / "f.json"
+    assert main(["fit", "--results", str(root / "law-long-seeds"), "--also", str(root / "law-long"),
+                 "--out", str(out)]) == 0
+    fresh = json.loads(out.read_text())
+    assert committed["table"]["n_used"] == 90 and committed["table"]["unfinished"] == []
+    pts = {(p["L_s"], p["L_d"]): p for p in committed["points"] + committed.get("not_fitted", [])}
+    new = {(p["L_s"], p["L_d"]): p for p in fresh["points"] + fresh.get("not_fitted", [])}
+    for k, p in pts.items():
+        assert new[k]["N_star"] == pytest.approx(p["N_star"], rel=1e-12)
+        assert new[k]["bootstrap_fraction"] == p["bootstrap_fraction"]
+    assert [(p["L_s"], p["L_d"]) for p in committed["points"]] == [(1, 2), (2, 4)]
+    assert [round(pts[k]["N_star"], -2) for k in [(1, 2), (2, 4), (4, 8)]] == [13.4e3, 46.3e3, 249.4e3]
+    assert [pts[k]["bootstrap_fraction"] for k in [(1, 2), (2, 4), (4, 8)]] == [1.0, 1.0, 0.946]
+    assert pts[(4, 8)]["N_star_ci95"][1] is None and pts[(4, 8)]["bootstrap_above"] == 54
+    assert [round(x, -2) for x in pts[(2, 4)]["N_star_ci95"]] == [29.1e3, 103.4e3]
+    assert round(pts[(4, 8)]["N_star_ci95"][0], -2) == 167.7e3
+    law = committed["law"]
+    assert fresh["law"]["b"] == pytest.approx(law["b"], rel=1e-12) and round(law["b"], 3) == 0.192
+    assert [round(x, 3) for x in law["ci95"]["b"]] == [-0.041, 0.426] and law["n_points"] == 2
+    est = json.loads((root / "law-long-seeds" / "fit-6seeds.estimators.json").read_text())
+    rows = {r["estimator"]: r for r in est["rows"]}
+    assert rows["paired bootstrap (the fit)"]["b"] == pytest.approx(fresh["law"]["b"], rel=1e-12)
+    pooled = {tuple(p["pair"]): p["fraction"] for p in rows["pooled bootstrap"]["points"]}
+    assert (pooled[(1, 2)], pooled[(2, 4)], pooled[(4, 8)]) == (0.998, 1.0, 0.848)
+    per_seed = rows["per-seed fits (t-interval)"]
+    assert [round(x, 3) for x in per_seed["b_ci95"]] == [0.112, 0.203]
+    by_seed = {s["seed"]: s for s in per_seed["per_seed"]}
+    assert by_seed[4]["b"] is None and (4, 8) not in {tuple(p["pair"]) for p in by_seed[4]["points"]}
+    n24 = [next(p["N_star"] for p in by_seed[s]["points"] if p["pair"] == [2, 4]) for s in range(6)]
+    assert [round(x, -2) for x in n24] == [148.9e3, 27.7e3, 88.1e3, 26.6e3, 51.3e3, 50.1e3]
+    n48 = next(p["N_star"] for p in by_seed[5]["points"] if p["pair"] == [4, 8])
+    assert round(n48, -3) == 261e3
+    assert not any(r["estimator"].startswith("leave out") for r in est["rows"])  # two points: none to leave out
+    assert est["claims"]["excludes_paper"]["fails_in"] == [
+        "paired bootstrap (the fit)", "pooled bootstrap", "first down-crossing", "linear curves (not PCHIP)"]
+    assert est["claims"]["excludes_ln3"]["holds_in_every_row"] is True
+    # the page's loss-gap reading of (4, 8): seed 4 never crosses in 98K-393K (0.012 nats behind at
+    # the top), and the seed mean stays within 0.007 nats of zero above its crossing
+    from depthwidth.fits.table import load_table
+
+    (d48,) = [d for d in pair_deltas(load_table(root / "law-long-seeds", also=[root / "law-long"]))
+              if d["pair"] == [4, 8]]
+    N, s4, mean = np.asarray(d48["N"]), np.asarray(d48["seeds"][4]), np.asarray(d48["mean"])
+    assert [round(N[0], -3), round(N[-1], -3)] == [98e3, 393e3]
+    assert (s4 > 0).all() and round(float(s4[-1]), 3) == 0.012
+    assert np.abs(mean[N > pts[(4, 8)]["N_star"]]).max() < 0.007
+    # the page's cost of settling (4, 8): law-long's refinement rule on this table extends the range
+    from depthwidth.experiments.presets import load_preset
+    from depthwidth.pipeline.refine import proposals
+
+    pre = load_preset("law-long")
+    props = proposals(load_table(root / "law-long-seeds", also=[root / "law-long"]), pre.refine, pre.base.model.n_head)
+    assert [(p["L_s"], p["L_d"], p["cells"]) for p in props] == [(2, 4, [(2, 38), (4, 26)]), (4, 8, [(4, 128), (8, 90)])]
+    assert round(props[1]["N"], -3) == 786e3
+    # the page's post-hoc values from this fit
+    from depthwidth.fits.predict import predict
+
+    raw = (root / "law-long-seeds" / "fit-6seeds.json").read_bytes()
+    p36, p23 = predict(json.loads(raw), "fit-6seeds.json", raw, [(3, 6), (2, 3)])["predictions"]
+    assert round(p36["n_star"], -3) == 120e3 and [round(x, -3) for x in p36["ci95"]] == [32e3, 447e3]
+    assert round(p23["n_star"], -2) == 34.6e3 and [round(x, -2) for x in p23["ci95"]] == [21.4e3, 56.1e3]
