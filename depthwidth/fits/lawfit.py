@@ -92,7 +92,7 @@ def _warnings(points: list[TransitionPoint], table, crossing: str = "last") -> l
             out.append(f"{where}: zero or undefined bootstrap error (one seed per cell?): add seeds or use "
                        "--resample pooled+widths; reported, not fitted")
         elif p.status in USABLE and not p.fitted:
-            out.append(f"{where}: crosses in only {p.bootstrap_fraction:.0%} of bootstrap replicates "
+            out.append(f"{where}: crosses in only {p.bootstrap_fraction:.1%} of bootstrap replicates "
                        f"({p.bootstrap_above} above, {p.bootstrap_below} below the range): reported, not fitted")
         if p.status not in USABLE:
             out.append(f"{where}: {p.status} ({p.meaning})")

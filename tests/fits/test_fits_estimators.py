@@ -189,6 +189,8 @@ def test_committed_six_seed_fit_is_what_fit_gives_and_says_what_the_docs_say(tmp
     assert [round(x, 3) for x in per_seed["b_ci95"]] == [0.112, 0.203]
     by_seed = {s["seed"]: s for s in per_seed["per_seed"]}
     assert by_seed[4]["b"] is None and (4, 8) not in {tuple(p["pair"]) for p in by_seed[4]["points"]}
+    assert [(p["fitted"], p["fraction"]) for p in by_seed[4]["points"] if p["pair"] == [1, 2]] == [(False, 0.855)]
+    assert [round(x, 3) for x in rows["pooled bootstrap"]["b_ci95_bootstrap"]] == [0.079, 0.493]
     n24 = [next(p["N_star"] for p in by_seed[s]["points"] if p["pair"] == [2, 4]) for s in range(6)]
     assert [round(x, -2) for x in n24] == [148.9e3, 27.7e3, 88.1e3, 26.6e3, 51.3e3, 50.1e3]
     n48 = next(p["N_star"] for p in by_seed[5]["points"] if p["pair"] == [4, 8])
@@ -206,6 +208,12 @@ def test_committed_six_seed_fit_is_what_fit_gives_and_says_what_the_docs_say(tmp
     N, s4, mean = np.asarray(d48["N"]), np.asarray(d48["seeds"][4]), np.asarray(d48["mean"])
     assert [round(N[0], -3), round(N[-1], -3)] == [98e3, 393e3]
     assert (s4 > 0).all() and round(float(s4[-1]), 3) == 0.012
+    assert 0.011 < s4[N >= 350e3].min() <= s4[N >= 350e3].max() < 0.012  # flat near the top
+    top = {}  # the seed spread of the largest cells, which the page compares with that gap
+    for f in [*(root / "law-long-seeds").glob("runs/*/record.json"), *(root / "law-long").glob("runs/*/record.json")]:
+        r = json.loads(f.read_text())
+        top.setdefault((r["n_layer"], r["d_model"]), []).append(r["test_loss"])
+    assert [round(float(np.std(top[c], ddof=1)), 4) for c in [(4, 92), (8, 64)]] == [0.0065, 0.0063]
     assert np.abs(mean[N > pts[(4, 8)]["N_star"]]).max() < 0.007
     # the page's cost of settling (4, 8): law-long's refinement rule on this table extends the range
     from depthwidth.experiments.presets import load_preset
