@@ -262,8 +262,7 @@ def load_law(spec: str, cov_kind: str = "auto") -> Law:
             raise UserError(f"--cov {cov_kind} needs a fit file as --fit: the built-in law {spec} has no "
                             "covariance of (a, b) (its paper gives none)")
         return law
-    _refuse_directory(spec, f"--fit {spec}")
     p = storage.path(spec)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"unknown law {spec!r}: not a built-in ({', '.join(BUILTIN_LAWS)}) and no such file")
-    return law_from_fit_dict(load_fit_file(p), str(p), cov_kind)
+    return law_from_fit_dict(load_fit_file(p, f"--fit {spec}"), str(p), cov_kind)  # a directory: one line there
