@@ -87,6 +87,10 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--also", nargs="+", action="extend", default=None, metavar="DIR",
                    help="also read the records of these results directories, of the same protocol, as if they "
                         "were under --results (e.g. extra seeds trained into a directory of their own)")
+    p.add_argument("--reruns", default="refuse", metavar="POLICY",
+                   help="a run (same configuration and seed) recorded in two of these directories: refuse "
+                        "(default) or first (use the directory named first; the other is listed as a rerun, "
+                        "with both test losses and CPU models)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,6 +123,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(fit.json -> estimators.json, X.json -> X.estimators.json; fits.estimators)")
     p.add_argument("--prediction", default=None, metavar="FILE",
                    help="a prediction file (depthwidth predict): also print measured vs predicted for its pairs")
+    p.add_argument("--compare-forms", action="store_true",
+                   help="also fit every law form (constant, linear-depth, log-depth, saturating) to the crossing "
+                        "points with their joint bootstrap covariance: chi2, AIC, BIC, leave-one-pair-out z and "
+                        "held-out log-likelihood, stored beside the fit (X.json -> X.forms.json; fits.compare)")
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
@@ -140,7 +148,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="From a fit file alone, write the predicted transition N* (with 95% intervals) "
                                    "of depth pairs the fit has not seen (fits.predict); with --check, compare a "
                                    "prediction file with a measured fit (the verdict).")
-    r.add_argument("--fit", required=True, help="fit JSON: the law to predict from, or with --check the measured fit")
+    r.add_argument("--fit", default=None, help="fit JSON: the law to predict from, or with --check the measured fit")
+    r.add_argument("--forms", default=None, metavar="COMPARISON",
+                   help="instead of --fit: a form comparison (fit --compare-forms's X.forms.json); predict under "
+                        "every form, with the decision rule (fits.predict_forms)")
     r.add_argument("--pairs", nargs="+", action="extend", metavar="LS,LD", help="depth pairs to predict, e.g. 3,6 2,3")
     r.add_argument("--out", default=None, help="prediction JSON to write (refuses to overwrite one)")
     r.add_argument("--check", default=None, metavar="PREDICTION",
@@ -371,12 +382,91 @@ def _depths(text: str) -> list[float]:
 # ---------------------------------------------------------------- predict
 
 
+def _is_forms_prediction(path: str) -> bool:
+    try:
+        return json.loads(storage.read_bytes(path)).get("format") == "depthwidth-forms-prediction"
+    except (OSError, ValueError, AttributeError):
+        return False  # read_prediction says what is wrong with it
+
+
+def _predict_forms(args: argparse.Namespace) -> int:
+    # numpy/scipy: ~0.9 s at import; only predicting pays it
+    from depthwidth.fits import predict_forms as PF
+    from depthwidth.fits.predict import parse_pairs
+
+    if args.fit is not None or args.check is not None:
+        raise UserError("predict --forms takes --pairs and --out, not --fit or --check")
+    if not args.pairs or not args.out:
+        raise UserError("predict --forms needs --pairs and --out")
+    _check_out_dir(args.out, example="prediction.json")
+    cmp = load_fit_file(args.forms, f"--forms {args.forms}")
+    out = PF.predict_forms(cmp, str(args.forms), storage.read_bytes(args.forms), parse_pairs(args.pairs))
+    store, name = storage.store_of_file(args.out)
+    if not store.write(name, storage.json_text(out), exclusive=True):
+        raise UserError(f"{args.out} exists: a prediction is written once (choose another --out)")
+    emit(args, {**out, "out": str(args.out)}, "\n".join([*format_forms_prediction(out), f"wrote {args.out}"]))
+    return 0
+
+
+def format_forms_prediction(out: dict[str, Any]) -> list[str]:
+    """Text of a forms-prediction file (fits.predict_forms)."""
+    c = out["comparison"]
+    lines = [f"comparison {c['path']} (sha256 {c['sha256'][:12]}), fitted on "
+             + ", ".join(f"({a},{b})" for a, b in c["pairs"]) + f"; surviving: {', '.join(c['surviving'])}"]
+    sm = out["sigma_meas_expected"]
+    for pp in out["predictions"]:
+        rows = [[f["form"], _w(f["d_x"]), format_count(f["n_star"]), _ci_text(f, "ci95", format_count),
+                 f"{f['sigma_ln_n_star']:.3f}", f"{f['aic_weight']:.3f}",
+                 "survives" if f["survives"] else f"excluded ({f['excluded_because']})"] for f in pp["forms"]]
+        lines.append(f"pair ({pp['pair'][0]},{pp['pair'][1]}) at L = {pp['L']:.2f}:")
+        lines.append(_table(["form", "d_x", "N*", "95% CI", "sigma ln N*", "AIC weight", "comparison"], rows))
+        lines += [f"  {s['forms'][0]} vs {s['forms'][1]}: |d ln N*| = {s['delta_ln_n_star']:.3f} = "
+                  f"{s['in_sigma_meas']:.2f} x the expected measurement error {sm:.3f}, "
+                  f"{s['in_combined_sigma']:.2f} x the combined sigma" for s in pp["separations"]]
+        lines.append("  a measured N* favours: " + "; ".join(
+            f"{r['form']} " + (f"below {format_count(r['to'])}" if r["from"] is None else
+                               f"above {format_count(r['from'])}" if r["to"] is None else
+                               f"from {format_count(r['from'])} to {format_count(r['to'])}")
+            for r in pp["favoured_ranges"]) + f" (at measurement error {sm:.3f})")
+    return lines
+
+
+def _check_forms(args: argparse.Namespace, fit: dict[str, Any]) -> int:
+    # numpy/scipy: ~0.9 s at import; only judging pays it
+    from depthwidth.fits import predict_forms as PF
+
+    if args.pairs or args.out:
+        raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
+    pred = PF.read_forms_prediction(args.check)
+    rows = PF.verdict_forms(pred, fit)
+    lines = [f"measured {args.fit} against {args.check} (rule: the prediction file's 'rule'):"]
+    for v in rows:
+        pair = f"({v['pair'][0]},{v['pair'][1]})"
+        m = v.get("measured") or {}
+        lines.append(f"  {pair}: {v['outcome']}" + (f", measured N* {format_count(m['N_star'])}, crossing share "
+                                                  f"{m['bootstrap_fraction']:.3f}" if m.get("N_star") else ""))
+        for f in v["forms"]:
+            z = f" z = {f['z']:+.2f}," if "z" in f else f" P(outcome) = {f['probability_of_outcome']:.3g},"
+            lines.append(f"    {f['form']}:{z} {f['status']}"
+                         + (f", updated weight {f['updated_weight']:.3f}" if f.get("updated_weight") is not None else ""))
+        if v["favoured"]:
+            lines.append(f"    favoured: {v['favoured']}")
+    emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows}, "\n".join(lines))
+    return 0
+
+
 def _predict(args: argparse.Namespace) -> int:
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     from depthwidth.fits import predict as P
 
+    if args.forms is not None:
+        return _predict_forms(args)
+    if args.fit is None:
+        raise UserError("predict needs --fit (or --forms COMPARISON)")
     fit = load_fit_file(args.fit, f"--fit {args.fit}")
     if args.check is not None:
+        if _is_forms_prediction(args.check):
+            return _check_forms(args, fit)
         if args.pairs or args.out:
             raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
         pred = P.read_prediction(args.check)
@@ -476,7 +566,8 @@ def _fit(args: argparse.Namespace) -> int:
         from depthwidth.fits.predict import read_prediction
 
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
-    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr, also=args.also)
+    table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr, also=args.also,
+                       reruns=args.reruns)
     fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing, law_form=form.key)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     extra_text, extra = [], {}
@@ -487,11 +578,21 @@ def _fit(args: argparse.Namespace) -> int:
         from depthwidth.fits.estimators import estimator_table, estimators_path
 
         est = estimator_table(lambda s: table if s is None else load_table(
-            args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr, also=args.also), options, fit)
+            args.results, cells_of=args.cells_of, seeds=s, tune_lr=args.tune_lr, also=args.also,
+            reruns=args.reruns), options, fit)
         est_out = estimators_path(str(out))
         storage.write_json_if_changed(est_out, est)
         extra["estimators"], extra["estimators_out"] = est, est_out
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
+    if args.compare_forms:
+        # numpy/scipy: ~0.9 s at import; only fitting pays it
+        from depthwidth.fits.compare import compare_forms, forms_path
+
+        cmp = compare_forms(stored_fit(fit, out), str(out))
+        cmp_out = forms_path(str(out))
+        storage.write_json_if_changed(cmp_out, cmp)
+        extra["forms"], extra["forms_out"] = cmp, cmp_out
+        extra_text += format_forms(cmp) + [f"wrote {cmp_out}"]
     if pred is not None:
         # numpy: ~0.1 s at import; kept off the modules that do not need it
         from depthwidth.fits.predict import protocol_differences, verdict
@@ -525,6 +626,36 @@ def _replaced_options(out: str, fit: dict[str, Any]) -> str | None:
                 for d in (old, new))
     old, new = ({k: d.get(k, OPTION_DEFAULTS.get(k, "-")) for k in sorted(set(old) | set(new))} for d in (old, new))
     return ", ".join(f"{k} {old[k]} -> {new[k]}" for k in old if old[k] != new[k]) or None
+
+
+def format_forms(cmp: dict[str, Any]) -> list[str]:
+    """Text of :func:`depthwidth.fits.compare.compare_forms`: the points, one row per form, the
+    leave-one-pair-out z-scores and the verdict."""
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
+    from depthwidth.fits.transitions import format_fraction
+
+    def num(v, f="{:.2f}"):
+        return "-" if v is None else f.format(v)
+
+    pts = cmp["points"]
+    lines = ["law forms on " + ", ".join(
+        f"({p['pair'][0]},{p['pair'][1]}) d_x {p['d_x']:.1f} ± {p['sigma_ln_d_x']:.3f}"
+        f" [{format_fraction(p['bootstrap_fraction'])}{'' if p['fitted_by_law'] else ', not in the law'}]"
+        for p in pts) + " (ln d_x ± sigma [crossing share]; joint bootstrap covariance, fits.compare):"]
+    head = ["form", "law", "chi2", "dof", "p", "AIC", "dAIC", "weight", "BIC", "held-out loglik",
+            *(f"z({p['pair'][0]},{p['pair'][1]})" for p in pts), "verdict"]
+    rows = []
+    for r in cmp["forms"]:
+        verdict = ("excluded: " + r["excluded_because"]) if r["excluded"] else (
+            "preferred" if cmp["preferred"] == r["key"] else "survives")
+        rows.append([r["key"], r["law"], f"{r['chi2']:.2f}", str(r["dof"]), num(r["p_value"], "{:.3g}"),
+                     f"{r['aic']:.2f}", f"{r['delta_aic']:.2f}", f"{r['aic_weight']:.3f}", f"{r['bic']:.2f}",
+                     num(r["heldout_loglik"]), *(num(x["z"], "{:+.2f}") for x in r["loo"]), verdict])
+    lines.append(_table(head, rows))
+    lines.append(f"rule: {cmp['rule']}")
+    lines.append("surviving: " + (", ".join(cmp["surviving"]) or "none") + "; preferred: "
+                 + (cmp["preferred"] or "none (the surviving forms answer side by side)"))
+    return lines
 
 
 def format_estimators(est: dict[str, Any]) -> list[str]:

@@ -127,6 +127,27 @@ def _law(points: list[TransitionPoint], boot: np.ndarray, form: LawForm = LINEAR
     return law
 
 
+def point_correlation(points: list[TransitionPoint], boot: np.ndarray) -> dict[str, Any] | None:
+    """Bootstrap correlation of ln N* between the pairs whose seed means cross (status crossing or
+    multiple, with a finite error), over the replicates in which all of them cross: the paired
+    bootstrap draws one set of seeds for every cell, so pairs that share a depth or seeds are
+    correlated. With the points' sigma_ln_d_x, D·R·D is their joint covariance (the form
+    comparison's, :mod:`depthwidth.fits.compare`; ln d_x = (ln N* - ln 12L)/2 has the same
+    correlation). None with fewer than 2 such pairs or 10 such replicates.
+
+    Returns {"pairs": [[Ls, Ld], ...], "replicates": n, "corr": n_pairs × n_pairs nested list}."""
+    idx = [i for i, p in enumerate(points) if p.status in USABLE and p.sigma_ln_d_x]
+    if len(idx) < 2:
+        return None
+    sub = boot[:, idx]
+    ok = np.all(np.isfinite(sub), axis=1)
+    if ok.sum() < 10:
+        return None
+    corr = np.corrcoef(sub[ok], rowvar=False)
+    return {"pairs": [[points[i].L_s, points[i].L_d] for i in idx], "replicates": int(ok.sum()),
+            "corr": np.round(corr, 12).tolist()}
+
+
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``, ``table.also``,
     ``table.cells_of``) relative to the file's folder
@@ -187,6 +208,7 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
         "warnings": _warnings(points, table, crossing),
         "depthwidth_version": __version__,
     }
+    out["point_correlation"] = point_correlation(points, boot)
     law = _law(points, boot, form)
     if law is not None:
         out["status"], out["law"] = "ok", law

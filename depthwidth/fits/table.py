@@ -74,6 +74,7 @@ class ResultsTable:
     seeds: list[int] | None = None  # the seeds this table was restricted to (None: all)
     lr_tuned: dict[str, Any] | None = None  # with tune_lr: the directories and each cell's lr choice
     also: list[str] = field(default_factory=list)  # further directories whose records joined the table
+    reruns: list[dict[str, Any]] = field(default_factory=list)  # with reruns="first": the runs read twice
     warnings: list[str] = field(default_factory=list)  # what the fit must say about its records (protocols)
 
     def depths(self) -> list[int]:
@@ -95,6 +96,7 @@ class ResultsTable:
             **({"seeds": list(self.seeds)} if self.seeds is not None else {}),
             **({"lr_tuned": self.lr_tuned} if self.lr_tuned is not None else {}),
             **({"also": list(self.also)} if self.also else {}),
+            **({"reruns": list(self.reruns)} if self.reruns else {}),
         }
 
 
@@ -245,13 +247,43 @@ def _more_records(d: str, flag: str) -> tuple[list[dict[str, Any]], list[str]]:
     return more, [f"{d}/{storage.RUNS}/{r}" for r in storage.open_results(d).run_ids() if r not in ids]
 
 
-def _no_run_twice(every: list[dict[str, Any]], more: list[dict[str, Any]], d: str, dir_of: dict[int, str]) -> None:
-    """UserError when a run of directory ``d`` is already among ``every`` (it would count twice)."""
-    where = {r["run_id"]: dir_of[id(r)] for r in every}
-    twice = sorted(r["run_id"] for r in more if r["run_id"] in where)
-    if twice:
-        raise UserError(f"run {twice[0]} is in both {where[twice[0]]} and {d} ({len(twice)} run(s) twice); "
-                        "read each directory once")
+RERUNS = ("refuse", "first")
+
+
+def _cpu(rec: dict[str, Any]) -> str | None:
+    host = rec.get("host")
+    return host.get("cpu_model") if isinstance(host, dict) else None
+
+
+def _rerun_row(kept: dict[str, Any], kept_dir: str, other: dict[str, Any], other_dir: str) -> dict[str, Any]:
+    """One run id recorded in two directories: the same configuration and seed trained twice (e.g.
+    on two machines). What the table keeps and what the second training measured beside it."""
+    def loss(r: dict[str, Any]) -> float | None:
+        v = r.get("test_loss")
+        return float(v) if isinstance(v, (int, float)) else None
+
+    return {"run_id": kept["run_id"], "n_layer": kept.get("n_layer"), "d_model": kept.get("d_model"),
+            "seed": kept.get("seed"), "kept": kept_dir, "other": other_dir,
+            "test_loss_kept": loss(kept), "test_loss_other": loss(other),
+            "cpu_kept": _cpu(kept), "cpu_other": _cpu(other)}
+
+
+def _no_run_twice(every: list[dict[str, Any]], more: list[dict[str, Any]], d: str, dir_of: dict[int, str],
+                  reruns: str = "refuse") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The records of directory ``d`` that may join ``every``, and the reruns set aside.
+
+    A run id already among ``every`` would count twice: ``reruns="refuse"`` raises UserError;
+    ``reruns="first"`` keeps the record read first (``every``'s) and returns the pair as a rerun
+    (:func:`_rerun_row`), so the table stays one record per run and the second training is kept
+    as a measurement of rerun noise."""
+    first = {r["run_id"]: r for r in every}
+    twice = sorted(r["run_id"] for r in more if r["run_id"] in first)
+    if twice and reruns != "first":
+        raise UserError(f"run {twice[0]} is in both {dir_of[id(first[twice[0]])]} and {d} ({len(twice)} run(s) "
+                        "twice); read each directory once, or keep the first with --reruns first")
+    rows = [_rerun_row(first[r["run_id"]], dir_of[id(first[r["run_id"]])], r, d)
+            for r in sorted(more, key=lambda r: r["run_id"]) if r["run_id"] in first]
+    return [r for r in more if r["run_id"] not in first], rows
 
 
 def _only_seeds(every: list[dict[str, Any]], seeds: list[int], dirs: list[str]) -> list[dict[str, Any]]:
@@ -304,7 +336,7 @@ def _cells(used: pd.DataFrame) -> tuple[pd.DataFrame, dict[tuple[int, int], list
 def load_table(results: str | Path, cells_of: str | Path | None = None,
                seeds: Iterable[int] | None = None,
                tune_lr: Iterable[str | Path] | None = None,
-               also: Iterable[str | Path] | None = None) -> ResultsTable:
+               also: Iterable[str | Path] | None = None, reruns: str = "refuse") -> ResultsTable:
     """Load every record under ``results`` into a :class:`ResultsTable`.
 
     ``cells_of``: another results directory; only the (n_layer, d_model) cells that have a usable
@@ -319,6 +351,9 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     if they were under ``results`` (e.g. extra seeds trained into a directory of their own, so the
     fit made from ``results`` alone stays as it was). A cell then holds the seeds of every
     directory; the protocol and cell checks below apply to all of them together.
+    ``reruns``: what a run id found in two of these directories means (the same configuration and
+    seed trained twice): "refuse" (UserError) or "first" (the record of the directory named first
+    is used, the other is listed in ``reruns`` with both test losses and CPU models).
 
     Raises UserError if the directory is missing, a record is malformed, a cell mixes runs whose
     configurations differ beyond the seed, the used runs come from two training protocols
@@ -329,6 +364,9 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     """
     tune_dirs = [str(d) for d in tune_lr] if tune_lr is not None else None
     also_dirs = [str(d) for d in also] if also is not None else []
+    if reruns not in RERUNS:
+        raise UserError(f"--reruns must be one of {', '.join(RERUNS)}, got {reruns!r}")
+    rerun_rows: list[dict[str, Any]] = []
     if also_dirs and tune_dirs:
         raise UserError("--also and --tune-lr cannot be combined: choose the lrs in one fit, add seeds in another")
     every = iter_records(results)
@@ -338,7 +376,8 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
     for d, flag in [*((d, "--tune-lr") for d in tune_dirs or []), *((d, "--also") for d in also_dirs)]:
         more, unfinished_there = _more_records(d, flag)
         if flag == "--also":  # more seeds of one lr: a run read twice would count twice (tune_lr checks its own)
-            _no_run_twice(every, more, d, dir_of)
+            more, twice = _no_run_twice(every, more, d, dir_of, reruns)
+            rerun_rows += twice
         extra_unfinished += unfinished_there
         dir_of.update({id(r): d for r in more})
         every = every + more
@@ -376,7 +415,7 @@ def load_table(results: str | Path, cells_of: str | Path | None = None,
                         unfinished=unfinished, losses=losses, chunks=chunks,
                         other_kinds={r["run_id"]: kind_of(r) for r in every if kind_of(r) != TRAIN},
                         cells_of=str(cells_of) if cells_of is not None else None, seeds=seeds,
-                        lr_tuned=lr_tuned, warnings=warnings, also=also_dirs)
+                        lr_tuned=lr_tuned, warnings=warnings, also=also_dirs, reruns=rerun_rows)
 
 
 # What the runs of one lr scan or lr choice may differ in: the shape, the lr and the seed.
