@@ -65,7 +65,7 @@ def test_figures_are_named_once_and_drawn_by_the_law_or_a_kind():
     assert len(names) == len(set(names))
     assert len({f.ref for f in figures.FIGURES}) == len(figures.FIGURES)
     for f in figures.FIGURES:
-        assert f.producer in (figures.LAW, figures.PREDICTION) or f.producer in registry.KINDS, f
+        assert f.producer in (figures.LAW, figures.PREDICTION, figures.FORMS) or f.producer in registry.KINDS, f
         fn = f.load()
         assert callable(fn) and figures.name_of(fn) == f.name
         assert set(f.takes) <= {"inputs", "options"}

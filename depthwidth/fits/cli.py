@@ -127,6 +127,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also fit every law form (constant, linear-depth, log-depth, saturating) to the crossing "
                         "points with their joint bootstrap covariance: chi2, AIC, BIC, leave-one-pair-out z and "
                         "held-out log-likelihood, stored beside the fit (X.json -> X.forms.json; fits.compare)")
+    p.add_argument("--point-estimators", action="store_true",
+                   help="also locate every pair's N* under four estimators (registered, first crossing, straight "
+                        "lines, smooth power-law curves) with per-seed N*, bootstrap and exact seed-enumerated "
+                        "crossing shares (minutes), stored beside the fit (X.json -> X.points.json; "
+                        "fits.point_estimators)")
     p.add_argument("--rerun-noise", action="store_true",
                    help="with --reruns first: the loss spread of the runs trained twice and what it moves each N* "
                         "by (every run jittered by it, 500 draws), stored beside the fit (X.json -> X.reruns.json; "
@@ -590,6 +595,15 @@ def _fit(args: argparse.Namespace) -> int:
         extra_text += format_estimators(est) + [f"wrote {est_out}"]
     if args.rerun_noise:
         extra_text += _rerun_noise(table, fit, str(out), extra)
+    if args.point_estimators:
+        # numpy/scipy: ~0.9 s at import; only fitting pays it
+        from depthwidth.fits.point_estimators import point_estimators
+
+        pe = point_estimators(table, pairs=options.pairs, bootstrap=options.bootstrap, seed=options.seed)
+        pe_out = (str(out)[:-5] if str(out).endswith(".json") else str(out)) + ".points.json"
+        storage.write_json_if_changed(pe_out, pe)
+        extra["point_estimators"], extra["point_estimators_out"] = pe, pe_out
+        extra_text += format_point_estimators(pe) + [f"wrote {pe_out}"]
     if args.compare_forms:
         # numpy/scipy: ~0.9 s at import; only fitting pays it
         from depthwidth.fits.compare import compare_forms, forms_path
@@ -660,6 +674,23 @@ def _rerun_noise(table, fit: dict[str, Any], out: str, extra: dict[str, Any]) ->
                      + f" (crosses in {e['share_crossing']:.1%} of {e['draws']} draws); bootstrap sigma "
                      + ("-" if b is None else f"{b:.3f}"))
     return lines + [f"wrote {path}"]
+
+
+def format_point_estimators(pe: dict[str, Any]) -> list[str]:
+    """Text of :func:`depthwidth.fits.point_estimators.point_estimators`: one row per pair and estimator."""
+    rows = []
+    for r in pe["rows"]:
+        ci = r["ci95_of_crossing_replicates"]
+        ex = r["share_exact_seeds"]
+        rows.append([f"({r['pair'][0]},{r['pair'][1]})", r["estimator"],
+                     format_count(r["N_star"]) if r["N_star"] else r["status"],
+                     f"[{format_count(ci[0])}, {format_count(ci[1])}]" if ci else "-",
+                     f"{r['share']:.3f} ± {r['share_mc_error']:.3f}", "-" if ex is None else f"{ex:.4f}",
+                     " ".join(format_count(v) if v else "-" for v in r["per_seed"].values())])
+    return [f"N* per estimator (fits.point_estimators; {pe['bootstrap']} paired replicates, exact share: every "
+            f"draw of seeds {','.join(map(str, pe['seeds']))} enumerated, without the evaluation-set term):",
+            _table(["pair", "estimator", "N*", "95% CI (crossing replicates)", "share ± MC error", "exact share",
+                    "N* per seed " + ",".join(map(str, pe["seeds"]))], rows)]
 
 
 def format_forms(cmp: dict[str, Any]) -> list[str]:

@@ -336,13 +336,26 @@ def paired_bootstrap_means(data: dict[int, _DepthData], B: int, rng: np.random.G
     chunks)]. A cell none of whose seeds was drawn weights its seeds equally; a cell with one
     seed moves by the chunk term only.
     """
-    seeds = sorted({s for dd in data.values() for sd in dd.seeds for s in sd})
+    seeds = union_seeds(data)
     seed_draw = np.asarray(seeds)[rng.integers(0, len(seeds), size=(B, len(seeds)))]
     chunks = [c for dd in data.values() for c in dd.chunks]
     chunk_draw = None
     if chunks and all(c is not None for c in chunks) and len({c.shape[1] for c in chunks}) == 1:
         K = chunks[0].shape[1]
         chunk_draw = rng.integers(0, K, size=(B, K))
+    return paired_means_of_draws(data, seed_draw, chunk_draw)
+
+
+def union_seeds(data: dict[int, _DepthData]) -> list[int]:
+    """Every seed of any cell of ``data``, sorted: what one paired replicate draws from."""
+    return sorted({s for dd in data.values() for sd in dd.seeds for s in sd})
+
+
+def paired_means_of_draws(data: dict[int, _DepthData], seed_draw: np.ndarray,
+                          chunk_draw: np.ndarray | None = None) -> dict[int, np.ndarray]:
+    """The cell means of :func:`paired_bootstrap_means` for given draws: ``seed_draw`` (B, n) seeds,
+    ``chunk_draw`` (B, K) chunk indices or None (no evaluation-set term)."""
+    B = seed_draw.shape[0]
     out = {}
     for L, dd in data.items():
         cols = []

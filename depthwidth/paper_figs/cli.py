@@ -59,6 +59,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_flag(r)
     r.set_defaults(func=_prediction_fig)
 
+    f = sub.add_parser("forms-fig", help="draw fig8 (every law form on the transition points, with a forms prediction)",
+                       description="Draw fig8_law_forms (PNG + PDF) from a form comparison (`fit --compare-forms`), "
+                                   "optionally with a forms prediction (`predict --forms`) and the measured fit of its "
+                                   "pair (docs/results/which-law.md). Reads stored files only.")
+    f.add_argument("--comparison", required=True, metavar="FORMS.json", help="a file written by `fit --compare-forms`")
+    f.add_argument("--prediction", default=None, metavar="PREDICTION.json",
+                   help="a forms prediction (`predict --forms --out`) to draw each form's predicted interval")
+    f.add_argument("--measured", default=None, metavar="FIT.json", help="the fit of the predicted pair's records")
+    f.add_argument("--out", default=None, metavar="DIR",
+                   help="directory for the PNG and PDF (default: figures/ beside the comparison)")
+    add_json_flag(f)
+    f.set_defaults(func=_forms_fig)
+
+
+def _forms_fig(args: argparse.Namespace) -> int:
+    # matplotlib and numpy: only when drawing
+    from depthwidth.paper_figs import forms_fig
+
+    out = args.out or str(Path(args.comparison).parent / "figures")
+    _check_figure_dir(out)
+    files = forms_fig.draw(args.comparison, args.prediction, args.measured, out)
+    emit(args, {"comparison": args.comparison, "prediction": args.prediction, "measured": args.measured,
+                "figures": files}, "wrote " + ", ".join(files))
+    return 0
+
 
 def _prediction_fig(args: argparse.Namespace) -> int:
     # matplotlib and numpy: only when drawing

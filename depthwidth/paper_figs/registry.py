@@ -25,6 +25,7 @@ from typing import Any
 
 LAW = "law"  # the producer of the figures `depthwidth figs` draws
 PREDICTION = "prediction"  # the producer of fig7, drawn by `depthwidth prediction-fig` from stored files
+FORMS = "forms"  # the producer of fig8, drawn by `depthwidth forms-fig` from a form comparison
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ FIGURES: list[Figure] = [
     Figure("fig6_pair_delta", f"{_P}.pair_delta_fig:pair_delta", LAW, ("inputs", "options")),
     Figure("fig5_measured_separation_rank", f"{_P}.seprank_fig:measured_separation_rank", "seprank"),
     Figure("fig7_prediction", f"{_P}.prediction_fig:prediction_vs_measurement", PREDICTION),
+    Figure("fig8_law_forms", f"{_P}.forms_fig:forms_figure", FORMS),
     Figure("latency_vs_depth", f"{_P}.latency_fig:latency_vs_depth", "latency"),
     Figure("exp_triple", f"{_P}.triple_fig:triple_figure", "triple"),
     Figure("exp_layerdrop", f"{_P}.layerdrop_fig:layerdrop_figure", "layerdrop"),
