@@ -13,6 +13,10 @@ A page asks for generated text with a marker on a line of its own::
     <!-- gen: estimators FILE -->               b under every estimator (fit --estimators' JSON)
     <!-- gen: verdict PRED PRESET RESULTS -->   measured vs predicted for RESULTS/fit.json (or the runs done)
     <!-- gen: progress PRESET RESULTS -->       how many of a preset's grid and refinement runs have records
+    <!-- gen: forms FILE -->                    the law forms judged side by side (fit --compare-forms' JSON)
+    <!-- gen: forms-prediction FILE -->         a forms prediction (predict --forms): every form's N*, separations
+    <!-- gen: point-estimators FILE -->         N* per pair under every estimator (fit --point-estimators' JSON)
+    <!-- gen: forms-verdict PRED PRESET RESULTS -->  the forms verdict for RESULTS/fit.json (or the runs done)
 
 Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
 to the site by :func:`on_files`), so a page links them as e.g.
@@ -282,7 +286,101 @@ def verdict(arg: str) -> str:
     return "\n".join(out)
 
 
+def _num(v, f="{:.2f}") -> str:
+    return "–" if v is None else f.format(v)
+
+
+def forms(path: str) -> str:
+    """The law forms judged side by side (``depthwidth fit --compare-forms``)."""
+    f = json.loads((REPO / path).read_text())
+    pts = f["points"]
+    out = ["| pair | L | d_x | σ(ln d_x) | crossing share | in the 95 %-rule law |", "|---|---|---|---|---|---|"]
+    out += [f"| ({p['pair'][0]}, {p['pair'][1]}) | {p['L']:.2f} | {p['d_x']:.1f} | {p['sigma_ln_d_x']:.3f} | "
+            f"{100 * p['bootstrap_fraction']:.1f} % | {'yes' if p['fitted_by_law'] else 'no'} |" for p in pts]
+    zs = " | ".join(f"z ({p['pair'][0]},{p['pair'][1]})" for p in pts)
+    out += ["", f"| form | law | χ² (dof) | p | AIC | ΔAIC | Akaike weight | BIC | held-out log-lik | {zs} | verdict |",
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(pts) + "---|"]
+    for r in f["forms"]:
+        verdict = ("excluded: " + r["excluded_because"]) if r["excluded"] else (
+            "preferred" if f["preferred"] == r["key"] else "survives")
+        out.append(f"| {r['key']} | {r['law']} | {r['chi2']:.2f} ({r['dof']}) | {_num(r['p_value'], '{:.3g}')} | "
+                   f"{r['aic']:.2f} | {r['delta_aic']:.2f} | {r['aic_weight']:.3f} | {r['bic']:.2f} | "
+                   f"{_num(r['heldout_loglik'])} | " + " | ".join(_num(x["z"], "{:+.2f}") for x in r["loo"])
+                   + f" | {verdict} |")
+    out += ["", f"Rule: {f['rule']}. Surviving: {', '.join(f['surviving']) or 'none'}; preferred: "
+            + (f["preferred"] or "none, so the surviving forms answer side by side") + "."]
+    return "\n".join(out)
+
+
+def forms_prediction(path: str) -> str:
+    """A forms prediction (``depthwidth predict --forms``): every form's N* and how far apart they are."""
+    f = json.loads((REPO / path).read_text())
+    c = f["comparison"]
+    out = [f"From `{c['path']}` (sha256 `{c['sha256'][:12]}…`), written {f['created_at'][:10]} at revision "
+           f"`{(f['git_rev'] or 'unknown')[:10]}`:"]
+    sm = f["sigma_meas_expected"]
+    for pp in f["predictions"]:
+        out += ["", f"| form ({pp['pair'][0]}, {pp['pair'][1]}) at L = {pp['L']:.2f} | predicted N* | 95 % | σ(ln N*) | "
+                "Akaike weight | standing |", "|---|---|---|---|---|---|"]
+        out += [f"| {x['form']} | **{fmt_count(x['n_star'])}** | [{fmt_count(x['ci95'][0])}, {fmt_count(x['ci95'][1])}] | "
+                f"{x['sigma_ln_n_star']:.3f} | {x['aic_weight']:.3f} | "
+                + ("survives" if x["survives"] else f"excluded ({x['excluded_because']})") + " |" for x in pp["forms"]]
+        out += ["", f"| surviving forms | Δ ln N* | in expected measurement errors ({sm:.3f}) | in combined σ |",
+                "|---|---|---|---|"]
+        out += [f"| {s['forms'][0]} vs {s['forms'][1]} | {s['delta_ln_n_star']:.3f} | {s['in_sigma_meas']:.2f} | "
+                f"{s['in_combined_sigma']:.2f} |" for s in pp["separations"]]
+        ranges = "; ".join(f"**{r['form']}** " + (f"below {fmt_count(r['to'])}" if r["from"] is None else
+                                                 f"above {fmt_count(r['from'])}" if r["to"] is None else
+                                                 f"from {fmt_count(r['from'])} to {fmt_count(r['to'])}")
+                           for r in pp["favoured_ranges"])
+        out += ["", f"A measured N* (with error {sm:.3f}) favours: {ranges}."]
+    return "\n".join(out)
+
+
+def point_estimators(path: str) -> str:
+    """N* per pair under every estimator (``depthwidth fit --point-estimators``)."""
+    f = json.loads((REPO / path).read_text())
+    seeds = ", ".join(map(str, f["seeds"]))
+    out = [f"| pair | estimator | N* | 95 % (crossing replicates) | share ± MC error | exact share | N* per seed ({seeds}) |",
+           "|---|---|---|---|---|---|---|"]
+    for r in f["rows"]:
+        ci = r["ci95_of_crossing_replicates"]
+        out.append(f"| ({r['pair'][0]}, {r['pair'][1]}) | {r['estimator']} | "
+                   + (fmt_count(r["N_star"]) if r["N_star"] else r["status"]) + " | "
+                   + (f"[{fmt_count(ci[0])}, {fmt_count(ci[1])}]" if ci else "–") + f" | {r['share']:.3f} ± "
+                   f"{r['share_mc_error']:.3f} | {_num(r['share_exact_seeds'], '{:.4f}')} | "
+                   + ", ".join(fmt_count(v) if v else "–" for v in r["per_seed"].values()) + " |")
+    return "\n".join(out)
+
+
+def forms_verdict(arg: str) -> str:
+    """The forms verdict (``predict --check`` of a forms prediction) once ``RESULTS/fit.json``
+    exists; before that, how many of the preset's runs have records."""
+    from depthwidth.fits.predict_forms import read_forms_prediction, verdict_forms
+
+    pred_path, preset, results = arg.split()
+    fit = REPO / results / "fit.json"
+    head = progress(f"{preset} {results}")
+    if not fit.is_file():
+        return head + "; no fit yet, so no verdict."
+    out = [head + "."]
+    for v in verdict_forms(read_forms_prediction(str(REPO / pred_path)), json.loads(fit.read_text())):
+        m = v.get("measured") or {}
+        out += ["", f"({v['pair'][0]}, {v['pair'][1]}): **{v['outcome']}**"
+                + (f", measured N* {fmt_count(m['N_star'])}" if m.get("N_star") else "")
+                + (f", favoured: **{v['favoured']}**" if v["favoured"] else "")]
+        if v["forms"]:
+            out += ["", "| form | z or P(outcome) | status | updated weight |", "|---|---|---|---|"]
+            out += [f"| {x['form']} | " + (f"{x['z']:+.2f}" if "z" in x else f"{x['probability_of_outcome']:.3g}")
+                    + f" | {x['status']} | {_num(x.get('updated_weight'), '{:.3f}')} |" for x in v["forms"]]
+    return "\n".join(out)
+
+
 GENERATORS = {
+    "forms": forms,
+    "forms-prediction": forms_prediction,
+    "point-estimators": point_estimators,
+    "forms-verdict": forms_verdict,
     "predictions": predictions,
     "estimators": estimators,
     "verdict": verdict,
