@@ -191,25 +191,32 @@ def _predictions_of(fit: Path, sha: str, pdir: Path, root: Path) -> list[tuple[P
 
 
 def _check_verdict(vf: Path, v: dict, preds: dict[str, tuple[Path, str, dict]], root: Path) -> None:
-    """UserError unless the verdict's prediction is one of ``preds`` (by sha256, at its path) made
-    from the fit it names, and its measured fit is unchanged since the verdict was written."""
-    p = v["prediction"]
-    redo = (f"rerun depthwidth predict --fit {v['measured_fit']['path']} --check {p['path']} --out "
-            f"{vf.relative_to(root) if vf.is_relative_to(root) else vf}")
+    """UserError unless the verdict's prediction (found by sha256 among ``preds``, else at its
+    path under ``root``) is unchanged and made from the fit the verdict names, and its measured
+    fit is unchanged since the verdict was written."""
+    p, name = v["prediction"], _rel(vf, root)
+    redo = f"rerun depthwidth predict --fit {v['measured_fit']['path']} --check {p['path']} --out {name}"
     got = preds.get(p["sha256"])
+    if got is None:  # a prediction of another fit, or one that changed: read it where the verdict says
+        try:
+            raw = (root / p["path"]).read_bytes()
+        except OSError:
+            raw = b""
+        if _sha256(raw) == p["sha256"]:
+            got = (root / p["path"], p["sha256"], read_prediction(str(root / p["path"])))
     if got is None:
-        raise UserError(f"{vf}: its prediction {p['path']} is missing or has changed since the verdict was written "
+        raise UserError(f"{name}: its prediction {p['path']} is missing or has changed since the verdict was written "
                         f"(sha256 {p['sha256'][:12]}): {redo}")
     if got[2]["fit"]["sha256"] != p["fit_sha256"]:
-        raise UserError(f"{vf} says its prediction was made from the fit with sha256 {p['fit_sha256'][:12]}, but "
+        raise UserError(f"{name} says its prediction was made from the fit with sha256 {p['fit_sha256'][:12]}, but "
                         f"{p['path']} names the fit {got[2]['fit']['path']} with sha256 {got[2]['fit']['sha256'][:12]}")
     m = root / v["measured_fit"]["path"]
     try:
         raw = m.read_bytes()
     except OSError:
-        raise UserError(f"{vf}: its measured fit {v['measured_fit']['path']} cannot be read under {root}") from None
+        raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} cannot be read under {root}") from None
     if _sha256(raw) != v["measured_fit"]["sha256"]:
-        raise UserError(f"{vf}: its measured fit {v['measured_fit']['path']} has changed since the verdict was "
+        raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} has changed since the verdict was "
                         f"written (sha256 differs): {redo}")
 
 
