@@ -370,11 +370,10 @@ def _query(args: argparse.Namespace) -> int:
 def _rounding_line(res: list[dict[str, Any]], tolerance: float) -> str:
     """Which rule chose each rounded shape (projections.rounded_shape), in one line."""
     band = res[0]["rounded"]["budget_band"]
-    line = (f"rounded: within {band:.1%} of the budget, the shape nearest the budget and the optimal d/L (least sum of "
-            f"the two log distances), of the depths within {tolerance:.0%} of the optimal (--tolerance) and the widths "
-            "of its multiple")
+    line = (f"rounded: the shape within {band:.1%} of the budget nearest it and the optimal d/L (least sum of log "
+            f"distances), depths within {tolerance:.0%} of the optimal (--tolerance)")
     far = [format_count(r["budget"]) for r in res if r["rounded"]["rule"] == "closest to the budget"]
-    return line + (f"; none was that close at {', '.join(far)}: the one closest to the budget" if far else "")
+    return line + (f"; none within {band:.1%} at {', '.join(far)}: the one closest to the budget" if far else "")
 
 
 def _depths(text: str) -> list[float]:

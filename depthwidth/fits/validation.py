@@ -225,7 +225,7 @@ def _entry(pred_file: str, pred: dict, row: dict | None, verdict_file: str | Non
     e = {"prediction": pred_file, "pair": pred["pair"], "predicted_n_star": pred["n_star"],
          "predicted_ci95": pred["ci95"], "verdict_file": verdict_file, "measured_fit": measured,
          "measured_n_star": None, "measured_ci95": None, "z": None, "z_ci95": None, "non_normal": None,
-         "reason": None}
+         "conservative_z": False, "reason": None}
     if row is None:
         return {**e, "status": "not measured"}
     if row["status"] != "resolved":
@@ -249,14 +249,16 @@ def law_validation(spec: str, law: Law) -> dict[str, Any]:
     """The out-of-sample record of the law ``query --fit SPEC`` reads (module docstring):
     {"status", "text" (the one line query prints), "fit_sha256", "predictions": [per pair:
     prediction, pair, status, predicted_n_star, predicted_ci95, measured_n_star, measured_ci95, z,
-    z_ci95, non_normal, verdict_file, measured_fit, reason]}. A built-in law gets status
-    "published": it is the paper's fit, which this project has not tested at the paper's depths.
+    z_ci95, non_normal, conservative_z (true where the measured bootstrap is far from normal and
+    z_ci95, the smaller distance, is to be read beside z: predict --check's caution), verdict_file,
+    measured_fit, reason]}. A built-in law gets status "published": it is the paper's fit, which
+    this project has not tested at the paper's depths.
     UserError (one line) for the bad records of the module docstring."""
     if spec in BUILTIN_LAWS:
         lo, hi = law.depth_range or (None, None)
         depths = f" at depths {lo:g}-{hi:g}" if lo is not None else ""
         return {"status": "published", "fit_sha256": None, "predictions": [],
-                "text": f"validation: the paper's own fit{depths} ({law.source.split(':')[0]}); not tested by "
+                "text": f"validation: the paper's own fit{depths} ({law.source.split(',')[0]}); not tested by "
                         "this project at that scale"}
     if storage.is_url(spec):
         return {"status": "not looked up", "fit_sha256": None, "predictions": [],

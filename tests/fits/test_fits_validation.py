@@ -88,7 +88,7 @@ def test_a_verdict_file_is_regenerated_byte_for_byte(measured, tmp_path, monkeyp
 def test_the_published_law_says_it_is_untested_here(capsys):
     rc, text, err = _run(capsys, "query", "--params", "1.3B")
     assert rc == 0, err
-    line = ("validation: the paper's own fit at depths 6-48 (Levine et al. 2020, NeurIPS, arXiv 2006.12467 v3); "
+    line = ("validation: the paper's own fit at depths 6-48 (Levine et al. 2020); "
             "not tested by this project at that scale")
     assert text.splitlines()[1] == line
     rc, out, err = _run(capsys, "query", "--params", "1.3B", "--json")
