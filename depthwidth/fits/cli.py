@@ -174,7 +174,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--round-width", default=None,
                    help="with --params: the rounded width is a multiple of this (default 128)")
     q.add_argument("--n-head", default=None, help="with --params: the rounded width is also divisible by this head count")
-    q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1)")
+    q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1); "
+                                                     "with --params, the depths the rounded shape is chosen among")
     q.add_argument("--ci-level", default="0.95", help="confidence level (default 0.95)")
     q.add_argument("--samples", default="4000",
                    help=f"Monte Carlo samples for intervals (default 4000, at most {MAX_SAMPLES:,}: each budget's "

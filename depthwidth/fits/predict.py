@@ -52,6 +52,10 @@ the measurement, (ln hi − ln N*_meas)/1.96 when above), z_ci95 with the larger
 ``non_normal`` (true when σ_ci95 and σ_meas differ by more than a factor 1.5 either way). These
 are read beside z; they do not replace the registered rule.
 
+``depthwidth predict --check PREDICTION --fit MEASURED --out FILE`` writes the verdict as a verdict
+file (:mod:`depthwidth.fits.validation`), in ``results/predictions/verdicts/``, where ``query --fit``
+finds the record of the law it answers with.
+
 :func:`protocol_differences` compares the measured fit's options (crossing rule, curve,
 resampling, replicates, crossing share) with those of the fit that made the prediction, read from
 the path the prediction file names when its sha256 still matches.
