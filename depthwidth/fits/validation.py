@@ -183,7 +183,7 @@ def _predictions_of(fit: Path, sha: str, pdir: Path, root: Path) -> list[tuple[P
         if d["fit"]["sha256"] == sha:
             out.append((f, _sha256(raw), d))
         elif _same_file(root / d["fit"]["path"], fit):
-            raise UserError(f"{f} was pre-registered from {d['fit']['path']} with sha256 {d['fit']['sha256'][:12]}, "
+            raise UserError(f"{_rel(f, root)} was pre-registered from {d['fit']['path']} with sha256 {d['fit']['sha256'][:12]}, "
                             f"but that file now has sha256 {sha[:12]}: the fit changed after its prediction was made, "
                             "so its out-of-sample record no longer applies (restore the registered fit, e.g. "
                             f"git checkout -- {d['fit']['path']}, or write the new fit elsewhere)")

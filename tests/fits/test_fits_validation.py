@@ -150,7 +150,8 @@ def test_a_fit_changed_after_its_prediction(tree, capsys):
     fit = tree / "results/law-long/fit.json"
     fit.write_text(fit.read_text() + "\n")  # the same law, other bytes: no longer the registered file
     err = _one_line_exit_2(capsys, tree)
-    assert "law-long.json was pre-registered from results/law-long/fit.json with sha256 b8a5ebc6216b" in err
+    assert err.startswith("depthwidth: error: results/predictions/law-long.json was pre-registered from "
+                          "results/law-long/fit.json with sha256 b8a5ebc6216b, but that file now has sha256 ")
     assert "the fit changed after its prediction was made" in err
 
 
