@@ -162,7 +162,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="instead of --fit: a form comparison (fit --compare-forms's X.forms.json); predict under "
                         "every form, with the decision rule (fits.predict_forms)")
     r.add_argument("--pairs", nargs="+", action="extend", metavar="LS,LD", help="depth pairs to predict, e.g. 3,6 2,3")
-    r.add_argument("--out", default=None, help="prediction JSON to write (refuses to overwrite one)")
+    r.add_argument("--out", default=None, help="prediction JSON to write (refuses to overwrite one); with --check, the "
+                                               "verdict JSON to write (results/predictions/verdicts/, where query --fit "
+                                               "finds a law's record: docs/guide/query.md)")
     r.add_argument("--check", default=None, metavar="PREDICTION",
                    help="a prediction file: print measured vs predicted per pair for the fit given by --fit")
     add_json_flag(r)
@@ -192,7 +194,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--round-width", default=None,
                    help="with --params: the rounded width is a multiple of this (default 128)")
     q.add_argument("--n-head", default=None, help="with --params: the rounded width is also divisible by this head count")
-    q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1)")
+    q.add_argument("--tolerance", default="0.1", help="near optimal if depth within this factor of optimal (default 0.1); "
+                                                     "with --params, the depths the rounded shape is chosen among")
     q.add_argument("--ci-level", default="0.95", help="confidence level (default 0.95)")
     q.add_argument("--samples", default="4000",
                    help=f"Monte Carlo samples for intervals (default 4000, at most {MAX_SAMPLES:,}: each budget's "
@@ -308,8 +311,10 @@ def _parse_fraction(text: str, name: str) -> float:
 def _query(args: argparse.Namespace) -> int:
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import projections as P
+    from depthwidth.fits.validation import law_validation
 
     law = load_law(args.fit, args.cov)
+    validation = law_validation(args.fit, law)  # bad records beside the fit: one line, before any work
     vocab = parse_int(args.vocab, name="--vocab", minimum=0)
     for flag, given in (("--round-width", args.round_width), ("--n-head", args.n_head)):
         if given is not None and args.params is None:  # silently ignored before (fresh-user check)
@@ -335,7 +340,8 @@ def _query(args: argparse.Namespace) -> int:
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
         try:
-            res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, **mc) for B in budgets]
+            res = [P.query_budget(B, law, vocab=vocab, round_width=round_width, n_head=n_head, tolerance=tolerance, **mc)
+                   for B in budgets]
         except UserError as e:
             if str(e).startswith("budget") and re.search(r"\d,\d", args.params):  # '1,3B' meant 1.3B?
                 raise UserError(f"{e}; in --params a comma separates budgets: 1.3 billion is 1.3B") from None
@@ -349,7 +355,9 @@ def _query(args: argparse.Namespace) -> int:
                 for r in res]
         heads = ["budget", "opt. depth", "opt. width", "d/L", f"{format_level(level)} CI depth",
                  f"{format_level(level)} CI width", "rounded (multiple)", "its size"]
+        extra = [_rounding_line(res, tolerance)]
     elif args.layers is not None and args.width is None:
+        extra = []
         depths = _depths(args.layers)
         res = [P.query_depth(L, law, vocab=vocab, **mc) for L in depths]
         rows = [[f"{r['n_layer']:g}{_star(r)}", format_count(r["transition_params"]), _w(r['transition_width']),
@@ -357,6 +365,7 @@ def _query(args: argparse.Namespace) -> int:
                 + ([format_count(r["transition_params_total"])] if vocab else []) for r in res]
         heads = ["depth", "optimal at N", "width there", f"{format_level(level)} CI N"] + (["N incl. vocab"] if vocab else [])
     else:
+        extra = []
         if args.layers is not None:
             depths = _depths(args.layers)
             if len(depths) != 1:
@@ -373,9 +382,19 @@ def _query(args: argparse.Namespace) -> int:
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{format_level(level)} CI", "verdict"]
 
-    text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
+    text = "\n".join([_law_header(law, vocab), validation["text"], _table(heads, rows), *extra, *_notes(law, res)])
+    res = [{**r, "validation": validation} for r in res]
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
+
+
+def _rounding_line(res: list[dict[str, Any]], tolerance: float) -> str:
+    """Which rule chose each rounded shape (projections.rounded_shape), in one line."""
+    band = res[0]["rounded"]["budget_band"]
+    line = (f"rounded: the shape within {band:.1%} of the budget nearest it and the optimal d/L (least sum of log "
+            f"distances), depths within {tolerance:.0%} of the optimal (--tolerance)")
+    far = [format_count(r["budget"]) for r in res if r["rounded"]["rule"] == "closest to the budget"]
+    return line + (f"; none within {band:.1%} at {', '.join(far)}: the one closest to the budget" if far else "")
 
 
 def _depths(text: str) -> list[float]:
@@ -476,19 +495,9 @@ def _predict(args: argparse.Namespace) -> int:
     if args.check is not None:
         if _is_forms_prediction(args.check):
             return _check_forms(args, fit)
-        if args.pairs or args.out:
-            raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
-        pred = P.read_prediction(args.check)
-        rows = P.verdict(pred, fit, f"--fit {args.fit}")
-        if all(v.get("reason") == P.NO_SUCH_PAIR for v in rows):  # nothing judged: the wrong file, most likely
-            pairs = ", ".join(f"({a},{b})" for a, b in (v["pair"] for v in rows))
-            raise UserError(f"--fit {args.fit} holds none of the predicted pairs {pairs}: give the fit of "
-                            "their records (e.g. results/predict-36/fit.json)")
-        diff = P.protocol_differences(pred, fit)
-        emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows,
-                    "protocol_differences": diff},
-             "\n".join(format_verdicts(rows, args.check, args.fit, diff)))
-        return 0
+        if args.pairs:
+            raise UserError("predict --check takes --fit (the measured fit) and --out (the verdict file), no --pairs")
+        return _check(args, fit, P)
     if not args.pairs or not args.out:
         raise UserError("predict needs --pairs and --out (or --check PREDICTION)")
     _check_out_dir(args.out, example="prediction.json")
@@ -513,6 +522,32 @@ def _predict(args: argparse.Namespace) -> int:
         lines.append(f"* extrapolated: depth outside the fit's data range {lo:.3g}-{hi:.3g} layers")
     lines.append(f"wrote {args.out} (git {out['git_rev'] or 'unknown'})")
     emit(args, {**out, "out": str(args.out)}, "\n".join(lines))
+    return 0
+
+
+def _check(args: argparse.Namespace, fit: dict, P) -> int:
+    """``predict --check``: the verdict of a prediction against a measured fit, written as a
+    verdict file (fits.validation) with ``--out``, where ``query --fit`` finds it."""
+    from depthwidth.fits.validation import verdict_record
+
+    if args.out:
+        _check_out_dir(args.out, example="verdict.json")
+    pred = P.read_prediction(args.check)
+    rows = P.verdict(pred, fit, f"--fit {args.fit}")
+    if all(v.get("reason") == P.NO_SUCH_PAIR for v in rows):  # nothing judged: the wrong file, most likely
+        pairs = ", ".join(f"({a},{b})" for a, b in (v["pair"] for v in rows))
+        raise UserError(f"--fit {args.fit} holds none of the predicted pairs {pairs}: give the fit of "
+                        "their records (e.g. results/predict-36/fit.json)")
+    diff = P.protocol_differences(pred, fit)
+    lines = format_verdicts(rows, args.check, args.fit, diff)
+    if args.out:  # a verdict is derived, so rewriting it with the same inputs gives the same bytes
+        rec = verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
+                             storage.read_bytes(args.fit), rows, diff)
+        store, name = storage.store_of_file(args.out)
+        store.write(name, storage.json_text(rec))
+        lines.append(f"wrote {args.out}")
+    emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows,
+                "protocol_differences": diff, "out": args.out}, "\n".join(lines))
     return 0
 
 

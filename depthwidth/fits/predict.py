@@ -52,6 +52,10 @@ the measurement, (ln hi − ln N*_meas)/1.96 when above), z_ci95 with the larger
 ``non_normal`` (true when σ_ci95 and σ_meas differ by more than a factor 1.5 either way). These
 are read beside z; they do not replace the registered rule.
 
+``depthwidth predict --check PREDICTION --fit MEASURED --out FILE`` writes the verdict as a verdict
+file (:mod:`depthwidth.fits.validation`), in ``results/predictions/verdicts/``, where ``query --fit``
+finds the record of the law it answers with.
+
 :func:`protocol_differences` compares the measured fit's options (crossing rule, curve,
 resampling, replicates, crossing share) with those of the fit that made the prediction, read from
 the path the prediction file names when its sha256 still matches.
@@ -73,11 +77,16 @@ from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, Law, law_from_fit_dict
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.projections import MAX_BUDGET
 from depthwidth.fits.transitions import assigned_depth
+from depthwidth.fits.validation import (  # noqa: F401 -- this module's API since before validation had them
+    PREDICTION_FORMAT,
+    PREDICTION_VERSION,
+    NO_SUCH_PAIR,
+    _num,
+    read_prediction,
+)
 from depthwidth.records import code_is_dirty, code_revision
 from depthwidth.units import abbreviate
 
-PREDICTION_FORMAT = "depthwidth-prediction"
-PREDICTION_VERSION = 1
 Z95 = 1.959963984540054
 # σ_ci95 / σ_meas above this marks a measured bootstrap far from normal (module docstring).
 NON_NORMAL = 1.5
@@ -206,54 +215,6 @@ def predict(fit: dict[str, Any], source: str, raw: bytes, pairs: list[tuple[int,
     }
 
 
-def read_prediction(path: str) -> dict[str, Any]:
-    """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
-    try:
-        d = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        raise UserError(f"prediction file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read prediction file {path}: {e}") from None
-    if not isinstance(d, dict) or d.get("format") != PREDICTION_FORMAT or d.get("version") != PREDICTION_VERSION:
-        raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
-                        f"version {PREDICTION_VERSION})")
-    fit = d.get("fit")
-    if not (isinstance(fit, dict) and isinstance(fit.get("path"), str) and isinstance(fit.get("sha256"), str)):
-        raise UserError(f"{path}: 'fit' must name the fit the prediction was made from ({{\"path\", \"sha256\", ...}})")
-    preds = d.get("predictions")
-    if not isinstance(preds, list) or not preds or not all(_well_formed(p) for p in preds):
-        raise UserError(f"{path}: 'predictions' must be a non-empty list of pair predictions (pair [L_s, L_d] "
-                        "with 1 <= L_s < L_d, positive L and n_star, ln_n_star = ln(n_star), sigma_ln_n_star >= 0 or "
-                        f"null, ci95 [lo, hi] with 0 < lo <= n_star <= hi or null, depth_convention one of "
-                        f"{', '.join(ASSIGN)})")
-    pairs = [tuple(p["pair"]) for p in preds]
-    if len(set(pairs)) < len(pairs):
-        twice = next(q for q in pairs if pairs.count(q) > 1)
-        raise UserError(f"{path}: pair ({twice[0]},{twice[1]}) is predicted more than once")
-    return d
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _well_formed(p: Any) -> bool:
-    """One pair prediction as :func:`predict` writes it; a hand-edited file must not pass with a
-    pair the command line refuses (L_s >= L_d), a negative sigma (it flips z's sign) or N* <= 0."""
-    if not isinstance(p, dict) or "ci95" not in p:
-        return False
-    pair, ci, sigma = p.get("pair"), p.get("ci95"), p.get("sigma_ln_n_star")
-    return (isinstance(pair, list) and len(pair) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) for v in pair) and 1 <= pair[0] < pair[1]
-            and _num(p.get("n_star")) and p["n_star"] > 0 and _num(p.get("ln_n_star"))
-            and _num(p.get("L")) and p["L"] > 0
-            and abs(p["ln_n_star"] - math.log(p["n_star"])) <= 1e-9 * max(1.0, abs(p["ln_n_star"]))
-            and (sigma is None or (_num(sigma) and sigma >= 0))
-            and (ci is None or (isinstance(ci, list) and len(ci) == 2 and all(_num(v) for v in ci)
-                                and 0 < ci[0] <= p["n_star"] <= ci[1]))
-            and p.get("depth_convention") in ASSIGN)
-
-
 def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -287,8 +248,8 @@ def _arm_sigma(ln_m: float, ln_p: float, ci: list | None) -> float | None:
     return arm / Z95 if arm > 0 and (math.log(end) - ln_m) * (ln_p - ln_m) > 0 else None
 
 
-# The reason of a pair whose depths the measured fit does not hold (its records trained others).
-NO_SUCH_PAIR = "the measured fit has no such pair: its records lack one of the depths"
+# The reason of a pair whose depths the measured fit does not hold (its records trained others):
+# validation.NO_SUCH_PAIR, which query's lookup of a law's record reads.
 
 
 def _not_resolved(pred: dict, reason: str, point: dict | None = None) -> dict[str, Any]:

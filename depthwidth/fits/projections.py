@@ -236,31 +236,86 @@ def _lcm(x: int, y: int) -> int:
     return x * y // math.gcd(x, y)
 
 
-def rounded_shape(budget: float, depth: float, vocab: float = 0, multiple: int = 128) -> dict[str, Any]:
-    """Hardware-friendly shape near the optimum that keeps the budget.
+# How far from the budget a rounded shape may be and still count as keeping it (a choice of this
+# project: the x128 grid of depths near the optimum nearly always has a shape this close; the
+# papers round by hand).
+BUDGET_BAND = 0.025
 
-    n_layer = round(depth) (>= 1); d_model = the multiple of ``multiple`` nearest to the width
-    that spends ``budget`` at that depth, i.e. the positive root of 12·L·d² + V·d = budget
-    (>= one multiple). Returns n_layer, d_model, its non-embedding (Kaplan and exact) and total
-    counts, and budget_rel_error = (its budget-comparable count - budget) / budget.
+
+def _spent(n_layer: int, d_model: int, vocab: float) -> float:
+    return float(kaplan_n(n_layer, d_model)) + vocab * d_model
+
+
+def _width_at(n: float, budget: float, vocab: float) -> float:
+    """The width that spends ``budget`` at depth n: the positive root of 12·n·d² + V·d = budget."""
+    return (-vocab + math.sqrt(vocab * vocab + 48.0 * n * budget)) / (24.0 * n)
+
+
+def _candidates(budget: float, depth: float, vocab: float, multiple: int, tolerance: float):
+    """(n_layer, d_model) near the optimum: every whole depth the shape verdict calls near optimal
+    (|ln(n/depth)| <= ln(1 + tolerance)) and the two whole depths around ``depth``, each with the
+    two multiples of ``multiple`` around the width that spends ``budget`` there (at least one
+    multiple) and every multiple whose size is within :data:`BUDGET_BAND` of it."""
+    band = math.log1p(tolerance)
+    lo, hi = max(1, math.floor(depth / (1 + tolerance))), math.ceil(depth * (1 + tolerance))
+    depths = {n for n in range(lo, hi + 1) if abs(math.log(n / depth)) <= band}
+    depths |= {max(1, math.floor(depth)), max(1, math.ceil(depth))}
+    for n in sorted(depths):
+        k_lo = math.floor(_width_at(n, budget * (1 - BUDGET_BAND), vocab) / multiple)
+        k_hi = math.ceil(_width_at(n, budget * (1 + BUDGET_BAND), vocab) / multiple)
+        for k in range(max(1, k_lo), max(1, k_hi) + 1):
+            yield n, k * multiple
+
+
+def rounded_shape(budget: float, depth: float, vocab: float = 0, multiple: int = 128,
+                  tolerance: float = DEFAULT_TOLERANCE, width: float | None = None) -> dict[str, Any]:
+    """Hardware-friendly shape near the optimum that keeps the budget (docs/guide/query.md).
+
+    Candidates (:func:`_candidates`): the whole depths within ``tolerance`` of the optimal
+    ``depth`` (the band ``query --shape`` calls near optimal) and the two around it, each with
+    the multiples of ``multiple`` around and near the width that spends ``budget`` there. Rule
+    "nearest the budget and d/L within 2.5% of the budget": of the candidates whose size is within
+    :data:`BUDGET_BAND` of ``budget``, the one with the smallest sum |ln(size/budget)| +
+    |ln((d/L)/(d/L)*)|, its distances from the budget and from the optimal aspect ratio
+    (d/L)* = ``width``/``depth``, in log, weighted alike (ties: nearer the budget). Rule "closest to
+    the budget": when none is that close, the candidate nearest the budget (ties: nearer d/L).
+    ``width`` defaults to the width that spends the budget at ``depth``.
+
+    Returns n_layer, d_model, multiple, its non-embedding (Kaplan and exact) counts (and total
+    with ``vocab``), budget_rel_error = (its budget-comparable count - budget) / budget,
+    aspect_ratio, rule (the rule's name), depths_searched [lo, hi] and budget_band.
+    Raises UserError for a multiple < 1.
     """
     if multiple < 1:
         raise UserError(f"width multiple must be >= 1, got {multiple}")
-    n_layer = max(1, int(round(depth)))
-    d_exact = (-vocab + math.sqrt(vocab * vocab + 48.0 * n_layer * budget)) / (24.0 * n_layer)
-    d_model = max(multiple, multiple * int(round(d_exact / multiple)))
-    n_ne = float(kaplan_n(n_layer, d_model))  # counts are floats here, as for real-valued shapes
-    spent = n_ne + vocab * d_model
+    if width is None:
+        width = _width_at(depth, budget, vocab)
+    ln_ar = math.log(width / depth)
+    # (n, d, relative size error, |ln(size/budget)|, |ln(d/n) - ln(width/depth)|)
+    cands = [(n, d, e, abs(math.log1p(e)), abs(math.log(d / n) - ln_ar))
+             for n, d in _candidates(budget, depth, vocab, multiple, tolerance)
+             for e in [_spent(n, d, vocab) / budget - 1]]
+    near = [c for c in cands if abs(c[2]) <= BUDGET_BAND]
+    if near:
+        n_layer, d_model, err, _, _ = min(near, key=lambda c: (c[3] + c[4], c[3]))
+        rule = f"nearest the budget and d/L within {BUDGET_BAND:.1%} of the budget"
+    else:
+        n_layer, d_model, err, _, _ = min(cands, key=lambda c: (c[3], c[4]))
+        rule = "closest to the budget"
     out = {
         "n_layer": n_layer,
         "d_model": d_model,
         "multiple": multiple,
-        "non_embedding_params": n_ne,
+        "non_embedding_params": float(kaplan_n(n_layer, d_model)),  # floats, as for real-valued shapes
         "non_embedding_params_exact": float(stack_n(n_layer, d_model)),
-        "budget_rel_error": (spent - budget) / budget,
+        "budget_rel_error": err,
+        "aspect_ratio": d_model / n_layer,
+        "rule": rule,
+        "depths_searched": [min(c[0] for c in cands), max(c[0] for c in cands)],
+        "budget_band": BUDGET_BAND,
     }
     if vocab:
-        out["total_params"] = spent
+        out["total_params"] = _spent(n_layer, d_model, vocab)
     return out
 
 
@@ -362,9 +417,10 @@ def _width_multiple(round_width: int, n_head: int | None, width: float) -> int:
 
 
 def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int = 128,
-                 n_head: int | None = None, level: float = DEFAULT_LEVEL,
+                 n_head: int | None = None, tolerance: float = DEFAULT_TOLERANCE, level: float = DEFAULT_LEVEL,
                  samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Optimal depth and width for a budget (parameters), with CI and a rounded shape.
+    """Optimal depth and width for a budget (parameters), with CI and a rounded shape
+    (:func:`rounded_shape`, searched over the depths within ``tolerance`` of the optimal).
 
     With vocab == 0 the budget is the non-embedding N = 12·L·d²; with vocab = V it is the total
     N + V·d_x. The rounded width is a multiple of lcm(m, n_head), where m is ``round_width``
@@ -402,7 +458,7 @@ def query_budget(budget: float, law: Law, *, vocab: float = 0, round_width: int 
         "aspect_ratio": width / depth,
         "ci": None,
         "ci_note": law.ci_note,
-        "rounded": rounded_shape(budget, depth, vocab, multiple),
+        "rounded": rounded_shape(budget, depth, vocab, multiple, tolerance, width),
         "extrapolated": _extrapolated(law, depth),
     }
     if n_head:

@@ -45,7 +45,10 @@ def test_query_params_list_is_a_json_list_and_a_table(capsys):
         assert q["optimal_depth"] == pytest.approx(lambert_depth(q["budget"]), rel=1e-10)
     assert main(["query", "--params", "125M,1.3B,175B,1T"]) == 0
     text = capsys.readouterr().out
-    assert "opt. depth" in text and "1T" in text and "95x29568" in text
+    # 1T: 95x29696 (+0.53%, d/L 312.6: 0.0053 + 0.0015 in log) beats 95x29568 (-0.33%, d/L 311.2:
+    # 0.0033 + 0.0059); 1.3B: 40x1664 (+2.2%), not 42x1664 (+7.3%), the width rounded at round(42.2)
+    assert "opt. depth" in text and "1T" in text and "95x29696" in text and "40x1664" in text
+    assert "rounded: the shape within 2.5% of the budget nearest it and the optimal d/L (least sum of log distances)" in text
 
 
 def test_query_layers_and_verdict(capsys):

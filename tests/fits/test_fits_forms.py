@@ -134,7 +134,7 @@ def test_query_and_predict_read_the_form_from_the_fit_file(log_sweep, capsys):
     text = capsys.readouterr().out
     assert f"ln d_x = {a:.4g} + {b:.4g}*ln(L)" in text.splitlines()[0]
     L_opt = (1e9 / (12 * math.exp(2 * a))) ** (1 / (1 + 2 * b))
-    assert f"{L_opt:.1f}" in text.splitlines()[3]
+    assert f"{L_opt:.1f}" in text.splitlines()[4]  # under the law, validation, header and rule lines
     assert main(["query", "--fit", str(path), "--params", "1B", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["optimal_depth"] == pytest.approx(L_opt, rel=1e-12)
     # predict: N* of the unseen pair (3, 6) at L = sqrt(18), var ln N* = 4·[1, ln L]·cov·[1, ln L]ᵀ.

@@ -80,16 +80,67 @@ def test_vocab_budget_by_hand():
 
 
 def test_rounded_shape_by_hand():
-    # 175B at the optimum L* = 80.51 -> 81 layers; width spending 175e9 at 81 layers is
-    # sqrt(175e9/(12*81)) = 13417.6 = 104.8 * 128 -> 105*128 = 13440. With 96 heads the multiple
-    # is lcm(128, 96) = 384: 13417.6/384 = 34.94 -> 35*384 = 13440.
+    # 175B: L* = 80.51, d* = 13459, d/L = 167.2. The width spending 175e9 at 81 layers is
+    # sqrt(175e9/(12*81)) = 13417.6 (104.8 x 128), at 80 layers 13501.5. Within 2.5% of the budget,
+    # |ln(size/B)| + |ln((d/L)/167.2)|: 81x13440 = 175.6B (+0.3%, d/L 165.9): 0.0032 + 0.0077 = 0.0109;
+    # 80x13440 = 173.4B (-0.9%, d/L 168.0): 0.0091 + 0.0048 = 0.0139; 81x13568 = 178.9B (+2.2%,
+    # d/L 167.5): 0.0217 + 0.0018 = 0.0235. So 81x13440, as rounding the depth then the width gave.
     q = P.query_budget(175e9, LEV)
     r = q["rounded"]
     assert (r["n_layer"], r["d_model"], r["multiple"]) == (81, 13440, 128)
+    assert r["rule"] == "nearest the budget and d/L within 2.5% of the budget"
     assert r["non_embedding_params"] == 12 * 81 * 13440**2
     assert r["budget_rel_error"] == pytest.approx(12 * 81 * 13440**2 / 175e9 - 1, rel=1e-12)
+    assert r["budget_rel_error"] == pytest.approx(0.00329062, abs=1e-8)  # 175,575,859,200 parameters
+    # With 96 heads the multiple is lcm(128, 96) = 384: 13417.6/384 = 34.94 -> 35*384 = 13440.
     q96 = P.query_budget(175e9, LEV, n_head=96)
     assert (q96["rounded"]["d_model"], q96["rounded"]["multiple"], q96["rounded"]["head_dim"]) == (13440, 384, 140)
+
+
+def test_rounded_shape_keeps_the_budget_at_1_3b():
+    # Issue 43: round(42.2) = 42 layers kept with the width rounded gave 42x1664 = 1.40B (+7.3%).
+    # Within 2.5% of the budget, |ln(size/B)| + |ln((d/L)/38.0)| (38.0 = 1603/42.2, the optimal d/L):
+    # 40x1664 = 12*40*1664^2 = 1.329B (+2.2%, d/L 41.6): 0.022 + 0.091 = 0.113; 39x1664 (-0.3%, d/L
+    # 42.7): 0.003 + 0.116 = 0.119; 45x1536 (-2.0%, d/L 34.1): 0.020 + 0.107 = 0.127; 46x1536
+    # (+0.2%, d/L 33.4): 0.002 + 0.129 = 0.131.
+    r = P.query_budget(1.3e9, LEV)["rounded"]
+    assert (r["n_layer"], r["d_model"]) == (40, 1664)
+    assert r["budget_rel_error"] == pytest.approx(12 * 40 * 1664**2 / 1.3e9 - 1, rel=1e-12)
+    assert abs(r["budget_rel_error"]) < 0.03
+    assert r["depths_searched"] == [39, 46]  # [42.2/1.1, 42.2*1.1] = [38.4, 46.4]
+
+
+@pytest.mark.parametrize("budget", [125e6, 350e6, 760e6, 1.3e9, 2.7e9, 13e9, 175e9, 1e12])
+def test_rounded_shape_is_the_best_on_the_whole_grid(budget):
+    # Every multiple of the width multiple at every depth in the band, not only those near the
+    # budget's width: the rule's choice is the same (at 350M no shape is within 2.5%: the fallback).
+    q = P.query_budget(budget, LEV)
+    L, m, ar = q["optimal_depth"], q["rounded"]["multiple"], q["optimal_width"] / q["optimal_depth"]
+    grid = [(n, d) for n in range(1, int(2 * L) + 2) if abs(math.log(n / L)) <= math.log(1.1)
+            for d in range(m, int(3 * q["optimal_width"]), m)]
+    err = {(n, d): 12 * n * d * d / budget - 1 for n, d in grid}
+    near = [s for s in grid if abs(err[s]) <= 0.025]
+    dist = lambda s: abs(math.log(s[1] / s[0] / ar))  # noqa: E731
+    best = (min(near, key=lambda s: (abs(math.log1p(err[s])) + dist(s), abs(err[s]))) if near
+            else min(grid, key=lambda s: (abs(math.log1p(err[s])), dist(s))))
+    assert (q["rounded"]["n_layer"], q["rounded"]["d_model"]) == best
+    assert q["rounded"]["rule"] == ("nearest the budget and d/L within 2.5% of the budget" if near
+                                    else "closest to the budget")
+    assert (budget == 350e6) == (not near)
+
+
+def test_rounded_shape_falls_back_to_the_closest_budget():
+    # The law-long law at 400K: optimal 6.4 layers x 72 wide, multiple 16 (a quarter of the
+    # width); depths 6 and 7 with widths 64/80 give 12*6*64^2 = 295K, 12*6*80^2 = 461K (+15.2%),
+    # 12*7*64^2 = 344K (-14.0%), 538K. None is within 2.5%, so the closest to the budget in log:
+    # |ln 1.152| = 0.141 < |ln 0.860| = 0.151, 6x80.
+    from depthwidth.fits.law import Law
+
+    law = Law(a=3.0902594164145425, b=0.1843967300518468, cov=None, depth_range=None, name="t", source="t")
+    r = P.query_budget(4e5, law)["rounded"]
+    assert (r["n_layer"], r["d_model"], r["multiple"]) == (6, 80, 16)
+    assert r["rule"] == "closest to the budget"
+    assert r["budget_rel_error"] == pytest.approx(12 * 6 * 80 * 80 / 4e5 - 1, rel=1e-12)
 
 
 def test_exact_stack_count_is_theory_accounting():

@@ -105,7 +105,7 @@ def test_a_fitted_law_answers_up_to_100x_its_deepest_depth(capsys, log_fit):
         "the deepest depth it answers is 565.68 layers\n")
     assert "565.68*" in _ok(capsys, "query", "--fit", log_fit, "--layers", "565.68")
     assert "565.7*" in _ok(capsys, "query", "--fit", log_fit, "--params", "4645517985")
-    row = _ok(capsys, "query", "--fit", log_fit, "--params", "1.3B").splitlines()[3]
+    row = _ok(capsys, "query", "--fit", log_fit, "--params", "1.3B").splitlines()[4]  # after the validation line
     assert row.split()[:2] == ["1.3B", "310.6*"]  # docs/guide/query.md: 310 layers, marked extrapolated
 
 
@@ -153,7 +153,7 @@ def test_predict_refuses_a_transition_no_experiment_could_test(capsys, tmp_path)
 def test_a_level_is_printed_with_every_digit(capsys, log_fit):
     # --ci-level 0.9999999 printed "intervals: 100% Monte Carlo"
     lines = _ok(capsys, "query", "--fit", log_fit, "--params", "1B", "--ci-level", "0.9999999").splitlines()
-    assert "99.99999% CI depth" in lines[1] and "99.99999% CI width" in lines[1]
+    assert "99.99999% CI depth" in lines[2] and "99.99999% CI width" in lines[2]  # lines[1]: validation
     assert lines[-2].startswith("intervals: 99.99999% Monte Carlo,")
 
 
@@ -166,7 +166,7 @@ def test_ratios_below_one_keep_two_significant_digits(capsys, tmp_path):
     f = tmp_path / "deep.json"
     f.write_text(json.dumps({"format": "depthwidth-fit", "version": 1, "status": "ok", "law": law}))
     q = P.query_budget(1e6, load_law(str(f)))
-    row = _ok(capsys, "query", "--fit", str(f), "--params", "1M").splitlines()[3].split()
+    row = _ok(capsys, "query", "--fit", str(f), "--params", "1M").splitlines()[4].split()  # after the validation line
     assert row[3] == f"{q['aspect_ratio']:.2g}" and q["aspect_ratio"] < 1
 
 
