@@ -20,7 +20,7 @@ from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
-from depthwidth.fits.law import load_fit_file, load_law
+from depthwidth.fits.law import BUILTIN_LAWS, load_fit_file, load_law
 from depthwidth.fits.options import FitOptions, parse_bootstrap
 from depthwidth.units import (
     format_count,
@@ -337,6 +337,9 @@ def _query(args: argparse.Namespace) -> int:
     if args.width is not None and args.layers is None:
         raise UserError("--width needs --layers (or use --shape LxD)")
 
+    comparison = _comparison_beside(args.fit)
+    if comparison is not None and args.params is not None:
+        return _query_forms(args, law, validation, comparison, vocab, samples)
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
         try:
@@ -385,6 +388,77 @@ def _query(args: argparse.Namespace) -> int:
     text = "\n".join([_law_header(law, vocab), validation["text"], _table(heads, rows), *extra, *_notes(law, res)])
     res = [{**r, "validation": validation} for r in res]
     emit(args, res[0] if len(res) == 1 else res, text)
+    return 0
+
+
+def _comparison_beside(spec: str) -> str | None:
+    """The form comparison written beside a fit file (X.json -> X.forms.json by `fit --compare-forms`),
+    when there is one on the local disk; None for the built-in laws."""
+    if spec in BUILTIN_LAWS or storage.is_url(spec) or not spec.endswith(".json"):
+        return None
+    path = spec[:-5] + ".forms.json"
+    return path if Path(path).is_file() else None
+
+
+def _forms_predictions(cmp_path: str) -> list[str]:
+    """The pre-registered forms predictions made from a comparison file (by its sha256), as
+    'pair (5,10) predicted in FILE' texts, from results/predictions beside the results folder."""
+    import hashlib
+
+    sha = hashlib.sha256(Path(cmp_path).read_bytes()).hexdigest()
+    pdir = Path(cmp_path).resolve().parent.parent / "predictions"
+    out = []
+    for f in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("format") == "depthwidth-forms-prediction" \
+                and (d.get("comparison") or {}).get("sha256") == sha:
+            pairs = ", ".join(f"({p['pair'][0]},{p['pair'][1]})" for p in d.get("predictions", []))
+            out.append(f"pre-registered {pairs} in {f.name} (judged by `predict --check` once measured)")
+    return out
+
+
+def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_path: str, vocab: int,
+                 samples: int) -> int:
+    """query --params on a fit with a form comparison beside it: every surviving form answers
+    (fits.forms_query); one number only when the comparison prefers one form."""
+    # numpy: ~0.1 s at import; only a multi-form answer pays it
+    from depthwidth.fits.forms_query import answer_forms
+
+    if vocab:
+        raise UserError("--vocab: the law forms answer for non-embedding N only; drop --vocab with this fit")
+    cmp = load_fit_file(cmp_path, f"{cmp_path} (the form comparison beside --fit)")
+    budgets = parse_count_list(args.params, name="--params")
+    res = [answer_forms(cmp, cmp_path, B, draws=min(samples, 20000)) for B in budgets]
+    preds = _forms_predictions(cmp_path)
+    rows = []
+    for r in res:
+        for f in r["forms"]:
+            ci = f["depth_ci95"]
+            rows.append([format_count(r["budget"]), f["form"], f"{f['depth']:.1f}",
+                         "-" if ci is None else f"[{ci[0]:.1f}, {ci[1]:.1f}]", _w(f["width"]), _ratio(f["aspect"]),
+                         f"{f['aic_weight']:.2f}", "-" if f["heldout_loglik"] is None else f"{f['heldout_loglik']:.2f}"])
+    heads = ["budget", "form", "opt. depth", "95% CI depth", "opt. width", "d/L", "AIC weight", "held-out loglik"]
+    lines = [f"law forms of {cmp_path} (fits.compare; N = 12*L*d_x^2 non-embedding): surviving "
+             + ", ".join(f["form"] for f in res[0]["forms"])
+             + (f"; excluded {', '.join(res[0]['excluded'])}" if res[0]["excluded"] else ""),
+             validation["text"] + " (the fit's own linear law)",
+             "forms' out-of-sample record: " + ("; ".join(preds) if preds else "no pre-registered forms prediction"),
+             _table(heads, rows)]
+    for r in res:
+        spread = "one form" if r["spread"] is None else f"the forms' optimal depths differ {r['spread']:.3g}x"
+        lines.append(f"{format_count(r['budget'])}: {spread}; " + (
+            f"the comparison prefers {r['preferred']}: {r['single_answer']['depth']:.1f} layers"
+            if r["single_answer"] else "no form is preferred, so no single answer"))
+    lines.append(f"rule: {res[0]['rule']}")
+    top = max((p["N_star"] for p in cmp["points"]), default=None)
+    if top and any(B > 10 * top for B in budgets):
+        lines.append(f"note: the forms were fitted on transitions up to N* = {format_count(top)}; budgets far above "
+                     "that are extrapolations, where the forms diverge")
+    out = [{**r, "comparison": cmp_path, "forms_predictions": preds, "validation": validation} for r in res]
+    emit(args, out[0] if len(out) == 1 else out, "\n".join(lines))
     return 0
 
 

@@ -239,3 +239,29 @@ def test_committed_rerun_noise_file_matches_the_records():
                 if not Path(r[side]).is_absolute() else None
             assert rec is None or rec["test_loss"] == r[f"test_loss_{side}"]
     assert f["spread"]["n"] == len(f["reruns"]) == 18
+
+
+def test_query_answers_under_every_surviving_form(monkeypatch, capsys):
+    from depthwidth.fits.forms_query import optimal_depth
+
+    monkeypatch.chdir(ROOT)
+    assert main(["query", "--fit", "results/law-pooled/fit.json", "--params", "1M", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cmp = json.loads((POOLED / "fit.forms.json").read_text())
+    alive = [r for r in cmp["forms"] if not r["excluded"]]
+    assert [f["form"] for f in out["forms"]] == [r["key"] for r in alive] and out["excluded"] == ["constant"]
+    for f, r in zip(out["forms"], alive):
+        form = C.form_by_key(r["key"])
+        theta = np.array([r["params"][p] for p in form.params])
+        L = f["depth"]
+        assert 12 * L * math.exp(2 * form.f(np.array([L]), *theta)[0]) == pytest.approx(1e6, rel=1e-9)
+        assert f["depth_ci95"][0] < L < f["depth_ci95"][1]
+        assert optimal_depth(form, theta[None, :], math.log(1e6))[0] == pytest.approx(L)
+    assert out["single_answer"] is None and out["spread"] == pytest.approx(
+        max(f["depth"] for f in out["forms"]) / min(f["depth"] for f in out["forms"]))
+    assert out["forms_predictions"] and "forms-510.json" in out["forms_predictions"][0]
+    assert main(["query", "--fit", "results/law-pooled/fit.json", "--params", "1.3B"]) == 0
+    text = capsys.readouterr().out
+    assert "no form is preferred, so no single answer" in text and "extrapolations" in text
+    assert main(["query", "--fit", "results/law-pooled/fit.json", "--params", "1M", "--vocab", "65"]) == 2
+    assert "non-embedding N only" in capsys.readouterr().err
