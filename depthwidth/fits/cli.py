@@ -686,7 +686,8 @@ def _fit(args: argparse.Namespace) -> int:
         pred = read_prediction(args.prediction)  # a bad file fails before the fit's work
     table = load_table(args.results, cells_of=args.cells_of, seeds=seeds, tune_lr=args.tune_lr, also=args.also,
                        reruns=args.reruns)
-    fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing, law_form=form.key)
+    fit = build_fit(table, **options.kwargs(), curve=args.curve, crossing=args.crossing, law_form=form.key,
+                    correlation=args.compare_forms)
     out = args.out or f"{str(args.results).rstrip('/')}/fit.json"
     extra_text, extra = [], {}
     if args.estimators and not fit.get("law"):
@@ -733,9 +734,44 @@ def _fit(args: argparse.Namespace) -> int:
         extra_text.append(f"note: {out} held a fit with other options ({changed}); it is replaced")
         extra["replaced_options"] = changed
     storage.write_json_if_changed(out, stored_fit(fit, out))  # the same fit up to the last bits: its bytes kept
+    if fit.get("law"):
+        extra["validation"] = _fit_validation(str(out), str(args.results))
+        extra_text.append(extra["validation"]["text"])
     # "insufficient" (fewer than 2 fitted points) is a result, stated in the output: exit 0.
     emit(args, {**fit, "out": str(out), **extra}, "\n".join([_fit_text(fit, out), *extra_text]))
     return 0
+
+
+def _same_fit(a: bytes, b: bytes) -> bool:
+    """Whether two fit files hold the same fit, up to where they were written (the table's paths
+    are stored relative to each file's folder)."""
+    try:
+        x, y = json.loads(a), json.loads(b)
+        for d in (x, y):
+            d["table"] = {k: v for k, v in (d.get("table") or {}).items()
+                          if k not in ("results", "also", "cells_of", "lr_tuned")}
+        return storage.same_within(x, y, storage.SAME_RTOL)  # a refit differs in the last bits
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def _fit_validation(out: str, results: str) -> dict[str, Any]:
+    """The written fit's out-of-sample record (fits.validation: pre-registered predictions made
+    from these bytes and their verdicts), as ``query --fit`` prints it. Written outside a results
+    tree (e.g. --out /tmp/fit.json) but the same fit as the results directory's own fit.json
+    (:func:`_same_fit`), it is that fit, and its record is read there. A record that no longer matches (the fit rewritten
+    with other options) is said in the line, not raised: the fit is written already."""
+    from depthwidth.fits.validation import law_validation, predictions_dir
+
+    spec = out
+    own = f"{results.rstrip('/')}/fit.json"
+    if not storage.is_url(out) and not predictions_dir(Path(out)).is_dir() and own != out \
+            and Path(own).is_file() and _same_fit(Path(own).read_bytes(), Path(out).read_bytes()):
+        spec = own
+    try:
+        return law_validation(spec, load_law(spec))
+    except UserError as e:
+        return {"status": "unreadable", "text": f"validation: {e}"}
 
 
 def _replaced_options(out: str, fit: dict[str, Any]) -> str | None:

@@ -170,7 +170,7 @@ def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
 def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.assign,
               bootstrap: int = FitOptions.bootstrap, resample: str = FitOptions.resample,
               seed: int = FitOptions.seed, conventions: bool = True, curve: str = "pchip",
-              crossing: str = "last", law_form: str = DEFAULT_FORM) -> dict[str, Any]:
+              crossing: str = "last", law_form: str = DEFAULT_FORM, correlation: bool = False) -> dict[str, Any]:
     """Transitions + law for a results table, as the fit-file dict (format in fits.law).
 
     Status "ok" with a law when at least 2 points are fitted (a crossing in >= 95% of the
@@ -181,7 +181,8 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
     depth's means are joined and which down-crossing is N* (:func:`~depthwidth.fits.transitions.find_crossing`;
     the defaults are the fit's; others are the robustness rows of :mod:`depthwidth.fits.estimators`).
     ``law_form``: the functional form fitted (a key of :data:`depthwidth.fits.forms.FORMS`; its
-    formula is stored as ``law.form``). Raises UserError for bad options.
+    formula is stored as ``law.form``). ``correlation``: also store the points' bootstrap
+    correlation (:func:`point_correlation`, what ``fit --compare-forms`` needs). Raises UserError for bad options.
     """
     form = form_named(law_form)
     points, boot = compute_transitions(table, pairs=pairs, assign=assign, bootstrap=bootstrap,
@@ -208,7 +209,8 @@ def build_fit(table, *, pairs: str = FitOptions.pairs, assign: str = FitOptions.
         "warnings": _warnings(points, table, crossing),
         "depthwidth_version": __version__,
     }
-    out["point_correlation"] = point_correlation(points, boot)
+    if correlation:  # only on request: a fit file's bytes (and the predictions hashed on them) stay as they were
+        out["point_correlation"] = point_correlation(points, boot)
     law = _law(points, boot, form)
     if law is not None:
         out["status"], out["law"] = "ok", law
