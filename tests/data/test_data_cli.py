@@ -64,6 +64,16 @@ def test_info_lists_and_verifies_corpora(capsys, large_corpora_dir: Path):
     assert rc == 0 and json.loads(stdout)["status"] == "ok (sha256 verified)"
 
 
+def test_info_without_a_data_dir_finds_the_bundled_corpus(capsys, monkeypatch):
+    # Issue 39: tiny shakespeare ships with the package; the others need $DEPTHWIDTH_DATA.
+    monkeypatch.delenv("DEPTHWIDTH_DATA", raising=False)
+    rc, stdout, _ = _run(capsys, ["data", "info", "--json"])
+    rows = {r["name"]: r for r in json.loads(stdout)["corpora"]}
+    assert rc == 0 and rows["tinyshakespeare"]["status"] == "ok (sha256 verified) (ships with depthwidth)"
+    assert rows["tinyshakespeare"]["path"].endswith("depthwidth/data/bundled/tinyshakespeare.txt")
+    assert rows["kjv"]["status"] == "data dir not set (--data-dir or $DEPTHWIDTH_DATA)" and "path" not in rows["kjv"]
+
+
 def test_info_list_flags_a_corpus_with_a_wrong_checksum(capsys, tmp_path: Path, corpora_dir: Path):
     # Issue 10 item 7: the listing said "present" for a file whose sha256 is wrong.
     text = (corpora_dir / "tinyshakespeare.txt").read_bytes()
