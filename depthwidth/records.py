@@ -51,7 +51,9 @@ Record fields (schema 1); losses are mean cross-entropy in nats per token of the
     mfu_devices       (new) the devices that trained, whose peaks add up; null in older records
                       (which divided by one device's peak)
     git_rev           git revision of the code, or null
-    versions          {"depthwidth" (new), "jax": ..., "flax": ..., "optax": ..., "python": ...}
+    versions          {"depthwidth" (new), "jax": ..., "flax": ..., "optax": ..., "python": ...};
+                      newer records add "jaxlib", "scipy", "tokenizers" and "uv.lock" (the sha256 of
+                      the checkout's lock file, absent for a pip install)
     device            e.g. "cpu x1" (all devices of the run, over every process)
     processes         (multi-process runs only, new) the jax processes that trained together
     host              (optional, new) {"cpu_threads", "cores_visible", "pinned", "cpu_model", "machine"}
@@ -70,6 +72,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -230,6 +233,16 @@ def code_revision() -> str | None:
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def lock_hash() -> str | None:
+    """sha256 (hex) of the ``uv.lock`` beside the source checkout this package runs from: the
+    lock ``./dw`` installs the environment from (docs/getting-started.md), stored in a record's
+    ``versions["uv.lock"]``; None for a pip install, which has no lock."""
+    lock = Path(__file__).resolve().parents[1] / "uv.lock"
+    if not (lock.parent / "pyproject.toml").is_file() or not lock.is_file():
+        return None
+    return hashlib.sha256(lock.read_bytes()).hexdigest()
 
 
 def code_is_dirty() -> bool | None:

@@ -26,16 +26,34 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-SHARED_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+from depthwidth.data import corpora as _corpora  # noqa: E402
+
+# The corpora that do not ship with the package (2.9-11 MB each; docs/guide/data.md).
+LARGE_CORPORA = sorted(set(_corpora.CORPORA) - _corpora.BUNDLED)
 
 
 @pytest.fixture(scope="session")
 def corpora_dir() -> Path:
-    """Directory with the real corpora: $DEPTHWIDTH_DATA, else ../shared/corpora."""
-    d = Path(os.environ.get("DEPTHWIDTH_DATA", SHARED_CORPORA))
-    if not (d / "tinyshakespeare.txt").exists():
-        pytest.fail(f"real corpora not found in {d}; set DEPTHWIDTH_DATA")
-    return d
+    """A directory holding tinyshakespeare.txt: $DEPTHWIDTH_DATA when it has the file, else the
+    copy that ships with the package (depthwidth/data/bundled). No outside folder is needed."""
+    d = os.environ.get(_corpora.DATA_ENV)
+    if d and (Path(d) / "tinyshakespeare.txt").is_file():
+        return Path(d)
+    return _corpora.BUNDLED_DIR
+
+
+@pytest.fixture(scope="session")
+def large_corpora_dir() -> Path:
+    """$DEPTHWIDTH_DATA holding all five known corpora (and SOURCES.md); the test is skipped,
+    with the reason, when it is unset or lacks one of the corpora that do not ship."""
+    d = os.environ.get(_corpora.DATA_ENV)
+    if not d:
+        pytest.skip(f"needs the corpora that do not ship ({', '.join(LARGE_CORPORA)}): "
+                    f"set {_corpora.DATA_ENV} to the folder holding them (docs/guide/data.md)")
+    missing = [n for n in LARGE_CORPORA if not (Path(d) / _corpora.CORPORA[n].file).is_file()]
+    if missing:
+        pytest.skip(f"{_corpora.DATA_ENV}={d} lacks {', '.join(missing)} (docs/guide/data.md)")
+    return Path(d)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +64,7 @@ def cli_cmd():
 
 @pytest.fixture(scope="session")
 def engine_env(corpora_dir, tmp_path_factory):
-    """Environment of a `depthwidth` subprocess: the real corpora, one CPU device (no fake
+    """Environment of a `depthwidth` subprocess: the corpora (tiny shakespeare at least), one CPU device (no fake
     8-device flag), and one prepared-data + compilation cache shared by the session's tests
     ($DEPTHWIDTH_CACHE if set, so repeated local runs reuse compiled programs)."""
     env = dict(os.environ)

@@ -157,8 +157,10 @@ def test_a_sweep_without_its_corpus_fails_before_making_run_directories(jobs, tm
     # session 7, left over: the results and first run directory were made, then the corpus was missing;
     # session 8, left over: with --jobs 2 the "workers pinned to cores" line came before the error
     # (pinned to this process's own cores, which a test harness may have narrowed to one)
+    from depthwidth.data import corpora
     from depthwidth.experiments import runner
 
+    monkeypatch.setattr(corpora, "BUNDLED", frozenset())  # as for a corpus that does not ship
     own = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     if jobs and own is not None:
         monkeypatch.setattr(runner, "core_sets", lambda n: [set(own)] * n)

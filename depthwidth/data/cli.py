@@ -139,14 +139,16 @@ def _corpus_row(c: Any, data_dir: str | None) -> dict[str, Any]:
 
     row = {"name": c.name, "file": c.file, "bytes": c.n_bytes, "sha256": c.sha256, "licence": c.licence,
            "url": c.url, "origin": c.source, "description": c.description}
-    try:
-        path = corpora.data_dir(data_dir) / c.file
-    except UserError:
-        row["status"] = "data dir not set (--data-dir or $DEPTHWIDTH_DATA)"
+    path = corpora.find(c.name, data_dir)  # the data dir's file, else the copy that ships
+    if path is None:
+        try:
+            row["path"] = str(corpora.data_dir(data_dir) / c.file)
+            row["status"] = "missing"
+        except UserError:
+            row["status"] = "data dir not set (--data-dir or $DEPTHWIDTH_DATA)"
         return row
     row["path"] = str(path)
-    if not path.is_file():
-        row["status"] = "missing"
-    else:
-        row["status"] = "ok (sha256 verified)" if corpora.sha256_file(path) == c.sha256 else MISMATCH
+    ok = corpora.sha256_file(path) == c.sha256
+    shipped = " (ships with depthwidth)" if path == corpora.bundled_path(c.name) else ""
+    row["status"] = f"ok (sha256 verified){shipped}" if ok else MISMATCH
     return row

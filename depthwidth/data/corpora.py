@@ -1,9 +1,13 @@
 """The known corpora: name, file, size, sha256, licence and where each comes from.
 
-Source of every field: ``SOURCES.md`` beside the corpora (outside this repository; each entry's URL and licence are below). Corpora live outside the
-repository, in ``--data-dir`` or ``$DEPTHWIDTH_DATA``; every file is checked against its sha256
-before use. Only tiny shakespeare has a downloadable canonical URL; the other four are produced
-by a command from a Debian/R/NLTK package, which the error messages quote.
+Source of every field: each corpus's canonical source (its URL, or the command that makes it,
+below); docs/guide/data.md. Tiny shakespeare (1.1 MB, public domain) ships inside the package
+(``depthwidth/data/bundled``, with its licence note), so training and the tests need no outside
+folder. The other four live outside the repository, in ``--data-dir`` or ``$DEPTHWIDTH_DATA``,
+which only adds corpora: a file there takes precedence over the bundled copy. Every file is
+checked against its sha256 before use. Only tiny shakespeare has a downloadable canonical URL;
+the other four are produced by a command from a Debian/R/NLTK package, which the error messages
+quote.
 
 Light module (hashlib, urllib): safe to import from the CLI.
 """
@@ -21,6 +25,9 @@ from depthwidth.errors import UserError
 from depthwidth.records import unique_sibling
 
 DATA_ENV = "DEPTHWIDTH_DATA"
+# Corpora whose file ships in the package (small and public domain): found without a data dir.
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+BUNDLED = frozenset({"tinyshakespeare"})
 
 
 @dataclass(frozen=True)
@@ -121,23 +128,43 @@ def verify(corpus: Corpus, path: Path) -> None:
         )
 
 
-def locate(name: str, directory: str | Path | None = None, *, download: bool = False) -> Path:
-    """Path of the verified corpus file ``<data dir>/<file>``.
+def bundled_path(name: str) -> Path | None:
+    """The copy of corpus ``name`` that ships with the package, or None if it has none."""
+    return BUNDLED_DIR / CORPORA[name].file if name in BUNDLED else None
 
-    Data dir: ``directory``, else ``$DEPTHWIDTH_DATA``. With ``download=True`` a missing file is
-    fetched from the canonical URL first. Raises UserError if the name is unknown, the directory
-    is not set, the file is missing (saying where to put it and where it comes from), the
-    download fails, or the sha256 does not match.
+
+def find(name: str, directory: str | Path | None = None) -> Path | None:
+    """Where corpus ``name`` would be read from, unverified: ``<data dir>/<file>`` if that file
+    exists (data dir: ``directory``, else ``$DEPTHWIDTH_DATA``), else the bundled copy, else None.
+    UserError if the name is unknown."""
+    corpus = get(name)
+    d = directory if directory not in (None, "") else os.environ.get(DATA_ENV)
+    if d:
+        path = Path(os.path.expanduser(d)) / corpus.file
+        if path.is_file():
+            return path
+    return bundled_path(name)
+
+
+def locate(name: str, directory: str | Path | None = None, *, download: bool = False) -> Path:
+    """Path of the verified corpus file: ``<data dir>/<file>`` if it exists, else the copy that
+    ships with the package (tiny shakespeare only).
+
+    Data dir: ``directory``, else ``$DEPTHWIDTH_DATA``. With ``download=True`` a corpus found in
+    neither place is fetched from its canonical URL into the data dir first. Raises UserError if the name is
+    unknown, the corpus neither ships nor is in a data dir (saying where to put it and where it
+    comes from), the download fails, or the sha256 does not match.
     """
     corpus = get(name)
-    path = data_dir(directory) / corpus.file
-    if not path.is_file():
-        if download:
-            return fetch(corpus, path.parent)
+    path = find(name, directory)
+    if path is None and download:
+        return fetch(corpus, data_dir(directory))
+    if path is None:
+        where = data_dir(directory)  # UserError when no data dir is set: say how to set one
         how = f"download it from {corpus.url} (or run `depthwidth data prepare --download` or `sweep --download`)" if corpus.url else f"make it with: {corpus.source}"
         raise UserError(
             f"corpus {name!r} not found: put {corpus.file} ({corpus.n_bytes:,} bytes, "
-            f"sha256 {corpus.sha256[:16]}...) in {path.parent}; {how}"
+            f"sha256 {corpus.sha256[:16]}...) in {where}; {how}"
         )
     verify(corpus, path)
     return path

@@ -12,7 +12,7 @@ it, only what a language model needs: a character embedding (V × d_x) into the 
 positions and a linear read-out (d_x → V, with bias) of the output at one position.
 
 Task: character-level next-character prediction on a real corpus (default Jane Austen's novels,
-``shared/corpora``, sha256-checked). A window holds the N most recent characters with the
+``austen.txt`` in ``$DEPTHWIDTH_DATA``, sha256-checked). A window holds the N most recent characters with the
 *latest at position 0*: the analysed network has no positional encoding, so it is
 permutation-equivariant, and reading out at position 0 with the latest character there is
 reading out at the last position up to a relabelling; position 0 is also the position whose

@@ -532,8 +532,18 @@ def _versions() -> dict[str, str]:
         own = importlib.metadata.version("depthwidth")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
         own = depthwidth.__version__
-    return {"depthwidth": own, "jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
-            "orbax": orbax.checkpoint.__version__, "numpy": np.__version__, "python": platform.python_version()}
+    out = {"depthwidth": own, "jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__,
+           "orbax": orbax.checkpoint.__version__, "numpy": np.__version__, "python": platform.python_version()}
+    # the compiled kernels (jaxlib), the BPE (tokenizers) and scipy also decide a record's numbers
+    for dist in ("jaxlib", "scipy", "tokenizers"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    lock = records.lock_hash()
+    if lock:
+        out["uv.lock"] = lock
+    return out
 
 
 # ------------------------------------------------------------------------------ reloading

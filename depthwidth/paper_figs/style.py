@@ -3,11 +3,15 @@
 Every figure is drawn inside :func:`figure_style` (a ``matplotlib.rc_context``) so the style
 never leaks into the caller's matplotlib state, and saved by :func:`save` as PNG (150 dpi) and
 PDF with the timestamps stripped, so regenerating a committed figure from the same records
-gives the same bytes.
+gives the same bytes: the PNG everywhere, the PDF with the plotting stack of ``uv.lock``. A
+PDF embeds a subset of DejaVu Sans (TrueType, ``pdf.fonttype`` 42, which journals accept and
+Type 3 is not) that fontTools cuts, and its bytes change with fontTools' version; so the PDF
+names the matplotlib and fontTools that drew it in its ``Producer`` (docs/guide/figures.md).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,11 +86,18 @@ def figure_style():
         yield plt
 
 
+def producer() -> str:
+    """A PDF's ``Producer``: the versions that decide its bytes, e.g.
+    ``"matplotlib 3.11.2, fonttools 4.69.1"`` (the embedded font subset is fontTools' work)."""
+    return ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("matplotlib", "fonttools"))
+
+
 def save(fig, out_dir: str | Path, name: str, written: list[Path] | None = None) -> list[Path]:
     """Write ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf`` through the store of
     ``out_dir`` (:func:`depthwidth.storage.open_results`; a local path or a URL); close it;
-    return both paths. Metadata that would change from run to run (creation date, software) is
-    dropped, so a figure redrawn from the same records has the same bytes, and a file that
+    return both paths. Metadata that would change from run to run (creation date) is dropped,
+    and the PDF's Producer names the plotting stack (:func:`producer`), so a figure redrawn from
+    the same records with the same stack has the same bytes, and a file that
     already holds them is left untouched (:meth:`~depthwidth.storage.ResultsStore.write_if_changed`).
     The paths actually (re)written are appended to ``written`` when one is given, so a caller
     can say which files changed."""
@@ -102,7 +113,7 @@ def save(fig, out_dir: str | Path, name: str, written: list[Path] | None = None)
     extra = fig.get_default_bbox_extra_artists()
     extra += [c for ax in fig.axes for c in ax.get_children() if isinstance(c, Legend) and c not in extra]
     paths = []
-    for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Creator": None, "Producer": None})):
+    for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Creator": None, "Producer": producer()})):
         buf = io.BytesIO()  # rendered whole, then written in one atomic write (a rename, or one PUT)
         fig.savefig(buf, format=fmt, metadata=meta, bbox_extra_artists=extra)
         paths.append(store.path(f"{name}.{fmt}"))

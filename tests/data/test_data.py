@@ -1,4 +1,4 @@
-"""depthwidth.data (corpora, text splits, tokenizers, token files, preparation) on the real corpora (shared/corpora, SOURCES.md)."""
+"""depthwidth.data (corpora, text splits, tokenizers, token files, preparation) on the real corpora (the bundled tiny shakespeare; the other four from $DEPTHWIDTH_DATA, with SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -55,8 +55,9 @@ def small_bpe(ts_text: str):
 # --------------------------------------------------------------------------- registry / files
 
 
-def test_registry_matches_sources_md(corpora_dir: Path):
+def test_registry_matches_sources_md(large_corpora_dir: Path):
     # Every registry entry must agree with the file on disk (size and sha256 from SOURCES.md).
+    corpora_dir = large_corpora_dir
     assert set(corpora.CORPORA) == {"tinyshakespeare", "kjv", "austen", "us_speeches", "python_docs"}
     for c in corpora.CORPORA.values():
         path = corpora_dir / c.file
@@ -78,7 +79,21 @@ def test_checksum_mismatch_is_user_error(tmp_path: Path, corpora_dir: Path):
         prepare.prepared_dir_for(DataConfig(corpus="tinyshakespeare"), tmp_path, tmp_path / "cache")
 
 
-def test_missing_file_says_where_to_put_it(tmp_path: Path):
+def test_the_bundled_corpus_is_the_canonical_file():
+    # Tiny shakespeare ships in the package (public domain, its README says so): byte for byte
+    # the char-rnn file, found with no data dir and when a data dir lacks it.
+    ts = corpora.CORPORA["tinyshakespeare"]
+    path = corpora.bundled_path("tinyshakespeare")
+    assert path.stat().st_size == ts.n_bytes == 1_115_394
+    assert corpora.sha256_file(path) == ts.sha256
+    readme = (path.parent / "README.md").read_text()
+    assert ts.sha256 in readme and "public domain" in readme and ts.url in readme
+    assert corpora.bundled_path("kjv") is None
+
+
+def test_missing_file_says_where_to_put_it(tmp_path: Path, monkeypatch):
+    assert corpora.locate("tinyshakespeare", tmp_path) == corpora.bundled_path("tinyshakespeare")
+    monkeypatch.setattr(corpora, "BUNDLED", frozenset())  # as for a corpus that does not ship
     ts = corpora.CORPORA["tinyshakespeare"]
     with pytest.raises(UserError) as e:
         corpora.locate("tinyshakespeare", tmp_path)
@@ -90,12 +105,16 @@ def test_missing_file_says_where_to_put_it(tmp_path: Path):
         corpora.locate("nope", tmp_path)
 
 
-def test_data_dir_from_env_or_error(monkeypatch, corpora_dir: Path):
+def test_data_dir_from_env_or_error(monkeypatch, tmp_path: Path, corpora_dir: Path):
+    # $DEPTHWIDTH_DATA only adds corpora: without it the bundled one is found, the others are
+    # an error that says how to set it; a file there takes precedence over the bundled copy.
     monkeypatch.delenv(corpora.DATA_ENV, raising=False)
+    assert corpora.locate("tinyshakespeare") == corpora.bundled_path("tinyshakespeare")
     with pytest.raises(UserError, match="DEPTHWIDTH_DATA"):
-        corpora.locate("tinyshakespeare")
-    monkeypatch.setenv(corpora.DATA_ENV, str(corpora_dir))
-    assert corpora.locate("tinyshakespeare") == corpora_dir / "tinyshakespeare.txt"
+        corpora.locate("kjv")
+    (tmp_path / "tinyshakespeare.txt").write_bytes((corpora_dir / "tinyshakespeare.txt").read_bytes())
+    monkeypatch.setenv(corpora.DATA_ENV, str(tmp_path))
+    assert corpora.locate("tinyshakespeare") == tmp_path / "tinyshakespeare.txt"
 
 
 def test_download_from_url(monkeypatch, tmp_path: Path, corpora_dir: Path):
@@ -103,12 +122,14 @@ def test_download_from_url(monkeypatch, tmp_path: Path, corpora_dir: Path):
     ts = corpora.CORPORA["tinyshakespeare"]
     good = dataclasses.replace(ts, url=(corpora_dir / "tinyshakespeare.txt").as_uri())
     monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", good)
+    monkeypatch.setattr(corpora, "BUNDLED", frozenset())  # a found corpus is never downloaded
     dest = tmp_path / "fresh"
     path = corpora.locate("tinyshakespeare", dest, download=True)
     assert path == dest / "tinyshakespeare.txt" and corpora.sha256_file(path) == ts.sha256
     assert sorted(p.name for p in dest.iterdir()) == ["tinyshakespeare.txt"]
 
-    wrong = dataclasses.replace(ts, url=(corpora_dir / "kjv.txt").as_uri())
+    (tmp_path / "other.txt").write_text("not shakespeare")
+    wrong = dataclasses.replace(ts, url=(tmp_path / "other.txt").as_uri())
     monkeypatch.setitem(corpora.CORPORA, "tinyshakespeare", wrong)
     with pytest.raises(UserError, match="sha256 .* expected 86c4e6aa"):
         corpora.locate("tinyshakespeare", tmp_path / "bad", download=True)
@@ -169,9 +190,9 @@ def test_safe_cut_is_an_exact_bpe_boundary(small_bpe, text: str, pos: int):
     assert small_bpe.encode(text[:c]).ids + small_bpe.encode(text[c:]).ids == whole
 
 
-def test_chunked_encode_equals_whole_encode_on_long_lines(small_bpe, corpora_dir: Path):
+def test_chunked_encode_equals_whole_encode_on_long_lines(small_bpe, large_corpora_dir: Path):
     # us_speeches ends in very long lines: the chunker must fall back to word boundaries.
-    text = splits.read_text(corpora_dir / "us_speeches.txt")[-400_000:]
+    text = splits.read_text(large_corpora_dir / "us_speeches.txt")[-400_000:]
     assert tokenizer.encode(small_bpe, text).tolist() == small_bpe.encode(text).ids
 
 
@@ -249,12 +270,12 @@ def test_bpe_tinyshakespeare(bpe_dir: Path, ts_text: str):
     assert tokenfiles.uniform_entropy(prep.vocab_size) > prep.meta["unigram_entropy_train_nats"] > 0
 
 
-def test_bpe_is_trained_on_the_train_split_only(tmp_path: Path, ts_text: str, corpora_dir: Path):
+def test_bpe_is_trained_on_the_train_split_only(tmp_path: Path, ts_text: str, large_corpora_dir: Path):
     text = ts_text[:300_000]
     a = splits.split_ranges(text)[0][1]
     assert text[a - 1] == "\n" and not text[a].isspace()
     # Same train range, entirely different held-out text (Austen), same total length.
-    austen = splits.read_text(corpora_dir / "austen.txt")
+    austen = splits.read_text(large_corpora_dir / "austen.txt")
     start = austen.index("\nIt is a truth") + 1
     other = text[:a] + austen[start:start + len(text) - a]
     assert splits.split_ranges(other)[0] == (0, a)
@@ -372,9 +393,10 @@ def test_prepared_dir_for_builds_once_into_the_cache(tmp_path: Path, corpora_dir
         prepare.prepared_dir_for(DataConfig(corpus=str(p), tokenizer="bpe"))
     with pytest.raises(UserError, match="neither a known corpus"):
         prepare.prepared_dir_for(DataConfig(corpus=str(tmp_path / "nothing")))
-    monkeypatch.delenv(corpora.DATA_ENV)
+    monkeypatch.delenv(corpora.DATA_ENV)  # the bundled copy: same bytes, so the same cache entry
+    assert prepare.prepared_dir_for(cfg) == p and (p / "meta.json").stat().st_mtime_ns == stamp
     with pytest.raises(UserError, match="DEPTHWIDTH_DATA"):
-        prepare.prepared_dir_for(cfg)
+        prepare.prepared_dir_for(DataConfig(corpus="kjv", tokenizer="char"))
 
 
 def test_publish_keeps_the_first_winner(tmp_path: Path):

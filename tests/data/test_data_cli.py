@@ -53,7 +53,8 @@ def test_prepare_bpe_from_text_file(capsys, tmp_path: Path, corpora_dir: Path, m
     assert prep.decode(prep.val) == src.read_text()[slice(*meta["split"]["char_ranges"]["val"])]
 
 
-def test_info_lists_and_verifies_corpora(capsys, corpora_dir: Path):
+def test_info_lists_and_verifies_corpora(capsys, large_corpora_dir: Path):
+    corpora_dir = large_corpora_dir
     rc, stdout, _ = _run(capsys, ["data", "info", "--data-dir", str(corpora_dir), "--json"])
     assert rc == 0
     rows = json.loads(stdout)["corpora"]
@@ -61,6 +62,16 @@ def test_info_lists_and_verifies_corpora(capsys, corpora_dir: Path):
     assert all(r["status"] == "ok (sha256 verified)" for r in rows)
     rc, stdout, _ = _run(capsys, ["data", "info", "tinyshakespeare", "--data-dir", str(corpora_dir), "--json"])
     assert rc == 0 and json.loads(stdout)["status"] == "ok (sha256 verified)"
+
+
+def test_info_without_a_data_dir_finds_the_bundled_corpus(capsys, monkeypatch):
+    # Issue 39: tiny shakespeare ships with the package; the others need $DEPTHWIDTH_DATA.
+    monkeypatch.delenv("DEPTHWIDTH_DATA", raising=False)
+    rc, stdout, _ = _run(capsys, ["data", "info", "--json"])
+    rows = {r["name"]: r for r in json.loads(stdout)["corpora"]}
+    assert rc == 0 and rows["tinyshakespeare"]["status"] == "ok (sha256 verified) (ships with depthwidth)"
+    assert rows["tinyshakespeare"]["path"].endswith("depthwidth/data/bundled/tinyshakespeare.txt")
+    assert rows["kjv"]["status"] == "data dir not set (--data-dir or $DEPTHWIDTH_DATA)" and "path" not in rows["kjv"]
 
 
 def test_info_list_flags_a_corpus_with_a_wrong_checksum(capsys, tmp_path: Path, corpora_dir: Path):
@@ -89,8 +100,8 @@ def _bad_cases(tmp: Path, corpora_dir: Path) -> list[tuple[list[str], str]]:
         (["data", "prepare", "--corpus", "tinyshakespeare", "--text", "x.txt", *out, *dd], "not allowed"),
         (["data", "prepare", "--text", str(tmp / "absent.txt"), *out], "not found"),
         (["data", "prepare", "--text", str(tmp / "latin1.txt"), *out], "not UTF-8"),
-        (["data", "prepare", "--corpus", "tinyshakespeare", *out, "--data-dir", str(tmp / "empty")],
-         "put tinyshakespeare.txt"),
+        # tiny shakespeare ships with the package, so an empty data dir is missing only the others
+        (["data", "prepare", "--corpus", "kjv", *out, "--data-dir", str(tmp / "empty")], "put kjv.txt"),
         (["data", "prepare", "--corpus", "tinyshakespeare", *out, "--data-dir", str(tmp / "corrupt")],
          "checksum mismatch"),
         (["data", "info", str(tmp / "absent")], "neither a known corpus"),

@@ -10,8 +10,8 @@ from depthwidth.theory import separation, seprank
 
 
 @pytest.fixture(scope="module")
-def text(corpora_dir):
-    return st.load_chars("austen", corpora_dir)
+def text(large_corpora_dir):
+    return st.load_chars("austen", large_corpora_dir)
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,15 @@ def test_records_name_the_package_version():
         want = importlib.metadata.version("depthwidth")
     except importlib.metadata.PackageNotFoundError:
         want = __version__
-    assert _versions()["depthwidth"] == want
+    got = _versions()
+    assert got["depthwidth"] == want
+    # Issue 39: the versions that decide the numbers, and the lock the environment came from.
+    assert got["jaxlib"] == importlib.metadata.version("jaxlib") and got["scipy"] == importlib.metadata.version("scipy")
+    import hashlib
+    from pathlib import Path
+
+    lock = Path(__file__).resolve().parents[2] / "uv.lock"
+    assert got["uv.lock"] == hashlib.sha256(lock.read_bytes()).hexdigest() and len(got["uv.lock"]) == 64
 
 
 def test_record_fields_and_values(tmp_path):

@@ -2,7 +2,6 @@
 drawn from stored files only; the committed figure is what the command draws; bad inputs are
 one line."""
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -17,13 +16,15 @@ PRED = "results/predictions/law-long.json"
 MEASURED = ["results/predict-36/fit.json", "results/predict-23/fit.json"]
 
 
-def test_the_committed_figure_is_what_the_command_draws(tmp_path, monkeypatch, capsys):
+def test_the_committed_figure_is_what_the_command_draws(tmp_path, monkeypatch, capsys, assert_same_figure):
+    # Issue 39: the PDF's embedded font subset is fontTools' and changes with its version, so
+    # the bytes are compared where the plotting stack is the committed one (the lock's), and
+    # everything else in the PDF everywhere; the PNG is compared byte for byte everywhere.
     monkeypatch.chdir(ROOT)  # the prediction names its fit relative to the repository
     assert main(["prediction-fig", "--prediction", PRED, "--measured", *MEASURED, "--out", str(tmp_path)]) == 0
     for ext in ("png", "pdf"):
-        drawn = (tmp_path / f"fig7_prediction.{ext}").read_bytes()
-        committed = (ROOT / "results" / "predictions" / "figures" / f"fig7_prediction.{ext}").read_bytes()
-        assert hashlib.sha256(drawn).hexdigest() == hashlib.sha256(committed).hexdigest()
+        assert_same_figure(tmp_path / f"fig7_prediction.{ext}",
+                           ROOT / "results" / "predictions" / "figures" / f"fig7_prediction.{ext}")
 
 
 def test_the_figure_shows_each_pair_as_its_verdict_says(monkeypatch):
