@@ -5,15 +5,14 @@ asyncio loop, which print dozens of tracebacks and leave a half-written step beh
 
 * :func:`sigterm_raises` turns SIGTERM into :class:`Terminated` (a KeyboardInterrupt) in the
   main thread, so ``train`` and ``sweep`` stop as Ctrl-C does (the CLI prints "interrupted",
-  exit 130) and ``finally`` blocks (claims, checkpoint managers) run;
+  exit 143) and ``finally`` blocks (claims, checkpoint managers) run;
 * :func:`deferred` holds SIGINT and SIGTERM back while a checkpoint or record is written and
   delivers them when the write is complete, so the run resumes from that checkpoint exactly;
   and while XLA compiles (:func:`depthwidth.models.engine.build_engine`). jaxlib compiles in a
   C++ worker thread while the main thread polls ``PyErr_CheckSignals``: a KeyboardInterrupt
   raised there returned to Python with the compile still running, and the interpreter's
   teardown under that thread segfaulted (exit 139, issue 24). Held, the signal lets the
-  compile finish (seconds to a minute) and then stops the run as usual (exit 130).
-
+  compile finish (seconds to a minute) and then stops the run as usual (exit 130 or 143);
 * :func:`honoured` (the CLI, around every command) makes both signals raise and remembers them,
   so a Ctrl-C that a library swallows (a KeyboardInterrupt raised inside jax's garbage-collection
   callback is printed by Python as "Exception ignored" and dropped) still stops the command:

@@ -105,7 +105,10 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
         with RunLogger(store, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
                        trackers=trackers, config=cfg.to_dict()) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
-            with interrupts.graceful() as stop:  # Ctrl-C/SIGTERM: finish the step, checkpoint it, then stop
+            # Ctrl-C/SIGTERM: finish the step, checkpoint it, then stop. Not over several processes:
+            # a checkpoint is collective, and a signal reaches one host, not all (they stop as before)
+            graceful = interrupts.graceful() if jax.process_count() == 1 else contextlib.nullcontext(interrupts.Stop())
+            with graceful as stop:
                 state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at,
                                          stop=stop, part=part)
             if stop.signum is not None:
@@ -487,7 +490,8 @@ class _PartialWindow:
         got = self.store.read_json(self.rel) if start > 0 else None
         if not isinstance(got, dict) or got.get("step") != start:
             return [], 0.0
-        return [{k: np.float32(v) for k, v in g.items()} for g in got["metrics"]], float(got["train_s"])
+        # float(a float32) is exact and JSON round-trips it: _close_window's sums are the same
+        return [{k: float(v) for k, v in g.items()} for g in got["metrics"]], float(got["train_s"])
 
 
 def _close_window(end: _LoopEnd, got: list[dict], dt: float, meter: _Meter, prior_wall_s: float) -> dict[str, Any]:
