@@ -96,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
         from depthwidth import interrupts
 
-        with interrupts.sigterm_raises():  # SIGTERM ends any command as Ctrl-C does: one line, exit 130
+        with interrupts.honoured():  # Ctrl-C and SIGTERM: one line, exit 130/143, even if a library swallowed it
             rc = args.func(args)
+            interrupts.check()
         return int(rc or 0)
     except UserError as e:
         print(f"depthwidth: error: {e}", file=sys.stderr)
@@ -109,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"depthwidth: error: {e}" if e.strerror else f"depthwidth: error: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1 if e.errno in NO_SPACE_ERRNOS else 2  # the disk, not the input (errors.StorageFull)
-    except KeyboardInterrupt:
-        return _interrupted(args)
+    except KeyboardInterrupt as e:
+        return _interrupted(args, e)
     except Exception as e:
-        if any(isinstance(x, KeyboardInterrupt) for x in chain(e)):  # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
-            return _interrupted(args)
+        # a Ctrl-C inside a library (an import, a thread join) that re-raised it wrapped
+        if stop := next((x for x in chain(e) if isinstance(x, KeyboardInterrupt)), None):
+            return _interrupted(args, stop)
         # Out of device/host memory at run time: one line with advice, not an XLA traceback.
         if type(e).__name__ == "JaxRuntimeError" and "RESOURCE_EXHAUSTED" in str(e):
             print("depthwidth: error: out of memory while running the step; use a smaller batch or "
@@ -122,13 +124,19 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-def _interrupted(args: argparse.Namespace | None) -> int:
-    """Exit code 130, and the one "interrupted" line, which a ``--jobs`` child worker (started
-    with ``--parent-pid``) leaves to its parent: a Ctrl-C reaches the whole process group, and
-    the parent and each child printed it (twice for ``reproduce --jobs 2``)."""
-    if getattr(args, "parent_pid", None) is None:
-        print("depthwidth: interrupted", file=sys.stderr)
-    return 130
+def _interrupted(args: argparse.Namespace | None, e: BaseException | None = None) -> int:
+    """Exit code 130 (SIGINT) or 143 (SIGTERM), and one line: "interrupted", followed by where the
+    run resumes when training stopped cleanly (:class:`depthwidth.interrupts.Interrupted`). A
+    ``--jobs`` child worker (started with ``--parent-pid``) leaves the bare line to its parent:
+    a Ctrl-C reaches the whole process group, and the parent and each child printed it (twice
+    for ``reproduce --jobs 2``); where its run resumes it still says."""
+    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+    from depthwidth import interrupts
+
+    where = str(e) if isinstance(e, interrupts.Interrupted) else ""
+    if where or getattr(args, "parent_pid", None) is None:
+        print("depthwidth: interrupted" + (f": {where}" if where else ""), file=sys.stderr)
+    return interrupts.exit_code(e)
 
 
 if __name__ == "__main__":

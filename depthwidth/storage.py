@@ -477,9 +477,21 @@ class ResultsStore:
 
     def open_log(self, rel: str, text: str):
         """``rel`` (a ``log.jsonl``) holding ``text`` now, open for appending: a file object
-        whose ``write``, ``flush`` and ``close`` the caller uses."""
+        whose ``write``, ``flush`` and ``close`` the caller uses. A file that already begins with
+        ``text`` (a resumed run's log) is only cut after it, never rewritten: its lines stay
+        where they were, and a resume after a clean stop appends."""
         p = self.path(rel)
-        p.write_text(text)
+        data = text.encode()
+        try:
+            with open(p, "rb") as f:
+                same = f.read(len(data)) == data
+        except FileNotFoundError:
+            same = not data
+        if same:
+            with open(p, "ab") as f:
+                f.truncate(len(data))  # lines after the restored step (a kill between log and checkpoint)
+        else:
+            p.write_text(text)
         return open(p, "a")
 
 

@@ -276,3 +276,13 @@ def test_every_marker_in_the_docs_expands():
         for img in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", out):
             if "assets/results/" in img:  # served from results/*/figures by the hook
                 assert (REPO / img.split("assets/", 1)[1]).exists(), (path, img)
+
+
+def test_the_fault_table_names_tests_that_exist():
+    import ast
+
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", (REPO / "docs" / "guide" / "faults.md").read_text())
+    assert len(named) >= 20
+    for path, name in named:
+        tree = ast.parse((REPO / path).read_text())
+        assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, f"{path}::{name}"

@@ -26,22 +26,49 @@ from depthwidth.units import format_count, parse_float, parse_int, parse_int_lis
 DEFAULT_RESULTS = "results/<preset>"
 
 
-def default_results(preset_name: str) -> str:
-    """Where ``reproduce`` puts a preset's results when ``--results`` is not given: the source
-    checkout's ``results/<preset>`` when it has one (the committed records), else
-    ``results/<preset>`` under the current directory.
+def default_results(preset_name: str, cwd: str | Path | None = None) -> str:
+    """Where ``reproduce`` puts a preset's results when ``--results`` is not given (docs/guide/sweeps.md,
+    "Where results go"):
 
-    Why: the quick start (``../dw reproduce --preset cpu`` from elsewhere) must reuse the
-    committed records, not silently retrain into an empty ``./results/cpu``.
+    1. inside a depthwidth checkout (the git root of the working directory holds this package's
+       ``pyproject.toml``): that checkout's ``results/<preset>``, whichever tree the package
+       was installed from (issue 40: a run from one clone rewrote the fit of another);
+    2. outside any checkout: the installed source tree's ``results/<preset>`` when it holds
+       committed records (the quick start from elsewhere reuses them, issue 10), else
+       ``results/<preset>`` under the working directory.
+
+    Relative to the working directory when it lies below it, else absolute. The caller says
+    where, before anything is written (:func:`say_default_results`).
     """
+    here = Path(cwd if cwd is not None else os.getcwd()).resolve()
+    top = _checkout_root(here)
+    if top is None:
+        src = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
+        top = src if _is_depthwidth_checkout(src) and (src / "results" / preset_name).is_dir() else here
+    rel = os.path.relpath(top / "results" / preset_name, here)
+    return rel if not rel.startswith("..") else str(top / "results" / preset_name)
 
-    root = Path(__file__).resolve().parents[2]  # <checkout>/depthwidth/experiments/cli.py
-    committed = root / "results" / preset_name
-    if (root / "pyproject.toml").is_file() and committed.is_dir():
 
-        rel = os.path.relpath(committed)  # from the checkout: "results/cpu", as the summary stores it
-        return rel if not rel.startswith("..") else str(committed)
-    return f"results/{preset_name}"
+def say_default_results(preset_name: str, results: str) -> None:
+    """One stderr line naming the default results directory (absolute), before the sweep writes."""
+    print(f"depthwidth: results of preset {preset_name}: {Path(results).resolve()} (the default; "
+          "--results DIR to choose)", file=sys.stderr)
+
+
+def _checkout_root(start: Path) -> Path | None:
+    """The git root above ``start`` (a ``.git`` folder, or a worktree's ``.git`` file), if it is a
+    depthwidth checkout; else None."""
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d if _is_depthwidth_checkout(d) else None
+    return None
+
+
+def _is_depthwidth_checkout(d: Path) -> bool:
+    try:
+        return 'name = "depthwidth"' in (d / "pyproject.toml").read_text()
+    except OSError:
+        return False
 
 
 def register_train(sub: argparse._SubParsersAction) -> None:
@@ -153,9 +180,10 @@ def sweep_args(p: argparse.ArgumentParser, *, results_required: bool) -> None:
     if results_required:
         p.add_argument("--results", required=True, metavar="DIR", help="results directory shared by all workers")
     else:
-        p.add_argument("--results", metavar="DIR", help=f"results directory (default: the checkout's committed "
-                                                        f"{DEFAULT_RESULTS} if it has one, else {DEFAULT_RESULTS} "
-                                                        "in the current directory)")
+        p.add_argument("--results", metavar="DIR", help=f"results directory (default: {DEFAULT_RESULTS} in the "
+                                                        "depthwidth checkout the working directory is in; outside one, "
+                                                        "the installed checkout's if it has committed records, else "
+                                                        "under the working directory; printed before writing)")
     p.add_argument("--stale-after", default="600", metavar="SECONDS",
                    help="take over a claim whose heartbeat is older than this (default 600)")
     p.add_argument("--data-dir", metavar="DIR", help="folder holding the corpus files (default $DEPTHWIDTH_DATA)")

@@ -281,6 +281,7 @@ def run_sweep(preset: Preset, results: str | Path, *, worker: int = 0, num_worke
         train_kw["trackers"] = tuple(trackers)
     with interrupts.sigterm_raises():  # so every claim is released on the way out
         for job in order:
+            interrupts.check()  # a Ctrl-C that a library swallowed during the last run stops here
             sweep.run(job, engine, stale_after_s=stale_after_s, settle_s=settle_s, heartbeat_s=hb, train_kw=train_kw)
     return sweep.finish()
 

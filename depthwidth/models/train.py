@@ -101,10 +101,19 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
             state = _restore_or_init(engine, ckpt, resume=resume, verbose=verbose, run_id=cfg.run_id())
         start = int(state["step"])
         meter = _Meter.of(rcfg, engine.mesh.size)
+        part = _PartialWindow(store, cfg.run_id(), main)
         with RunLogger(store, cfg.run_id(), start=start, total_steps=t.steps, main=main, progress=progress,
                        trackers=trackers, config=cfg.to_dict()) as logger:
             stop_at = t.steps if stop_after is None else min(t.steps, start + stop_after)
-            state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at)
+            # Ctrl-C/SIGTERM: finish the step, checkpoint it, then stop. Not over several processes:
+            # a checkpoint is collective, and a signal reaches one host, not all (they stop as before)
+            graceful = interrupts.graceful() if jax.process_count() == 1 else contextlib.nullcontext(interrupts.Stop())
+            with graceful as stop:
+                state, end = _train_loop(engine, state, prepared, ckpt, logger, meter, start=start, stop_at=stop_at,
+                                         stop=stop, part=part)
+            if stop.signum is not None:
+                raise interrupts.Interrupted(stop.signum, f"{cfg.run_id()} stopped at step {end.step} of {t.steps} "
+                                             f"and saved a checkpoint there: the same command resumes from step {end.step}")
             if end.status == "finished" and end.step < t.steps:
                 return None  # stopped early on purpose (stop_after); the checkpoint holds the state
             final = _final_eval(engine, state["params"], prepared, end.status)
@@ -113,6 +122,7 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
     if main:
         with interrupts.deferred(), _out_of_space_is_one_line(rdir):
             records.write_record(results_dir, rec)
+        store.remove(part.rel)  # a partial log window belongs to a checkpoint, and the run is over
         if not t.keep_weights:
             storage.drop_checkpoints(rdir)  # the record is the result; free the disk
     return rec.to_dict()
@@ -413,16 +423,21 @@ class _LoopEnd:
 
 
 def _train_loop(engine: Engine, state, prepared: Prepared, ckpt, logger: RunLogger, meter: _Meter, *,
-                start: int, stop_at: int):
+                start: int, stop_at: int, stop: interrupts.Stop | None = None,
+                part: _PartialWindow | None = None):
     """Step 4: train from ``start`` to ``stop_at``; returns (state, :class:`_LoopEnd`).
 
     A log window ends every ``log_every`` steps, at each checkpoint, at ``stop_at`` and at an
-    ``eval_every`` step; a non-finite loss in it ends the run as diverged.
+    ``eval_every`` step; a non-finite loss in it ends the run as diverged. When ``stop`` has
+    caught a signal (:func:`depthwidth.interrupts.graceful`), the loop ends after the step in
+    progress, with a checkpoint at that step and the open log window's steps saved beside it
+    (``part``: :class:`_PartialWindow`), so the resumed run logs the same windows, bit for bit.
     """
 
     t, T = engine.cfg.train, engine.cfg.model.seq_len
     end = _LoopEnd(status="finished", step=start)
-    pending, window_t0 = [], time.perf_counter()
+    pending, took = part.resume(start) if part else ([], 0.0)
+    window_t0 = time.perf_counter() - took  # a window cut by a stop goes on from where it was
     while end.step < stop_at:
         x, y = get_batch(prepared.train, t.seed, end.step, t.batch_size, T)
         state, metrics = engine.train_step(state, sh.global_batch(x, engine.batch_sharding),
@@ -444,7 +459,39 @@ def _train_loop(engine: Engine, state, prepared: Prepared, ckpt, logger: RunLogg
         if step % t.ckpt_every == 0 or step == stop_at:
             _save_checkpoint(ckpt, step, state)
             window_t0 = time.perf_counter()  # checkpoint I/O is not training time
+        elif stop is not None and stop.signum is not None:
+            took = time.perf_counter() - window_t0
+            if part:
+                part.save(step, jax.device_get(pending), took)  # before the checkpoint that it completes
+            _save_checkpoint(ckpt, step, state)
+        if stop is not None and stop.signum is not None:
+            break
     return state, end
+
+
+class _PartialWindow:
+    """The steps of a log window that a stop cut (``window.json`` in the run directory: the
+    step of the checkpoint they belong to, each step's loss and grad_norm, and the window's
+    training seconds so far), so the resumed run closes that window with the same mean loss
+    as an uninterrupted one. Used only when the restored step is the one it names."""
+
+    def __init__(self, store: storage.ResultsStore, run_id: str, main: bool):
+        self.store, self.main = store, main
+        self.rel = f"{storage.RUNS}/{run_id}/window.json"
+
+    def save(self, step: int, got: list[dict], took: float) -> None:
+        if self.main:
+            with interrupts.deferred():
+                self.store.replace(self.rel, {"step": step, "train_s": took,
+                                              "metrics": [{k: float(v) for k, v in g.items()} for g in got]})
+
+    def resume(self, start: int) -> tuple[list[dict], float]:
+        """The cut window's per-step metrics and seconds, if the run resumes at its step."""
+        got = self.store.read_json(self.rel) if start > 0 else None
+        if not isinstance(got, dict) or got.get("step") != start:
+            return [], 0.0
+        # float(a float32) is exact and JSON round-trips it: _close_window's sums are the same
+        return [{k: float(v) for k, v in g.items()} for g in got["metrics"]], float(got["train_s"])
 
 
 def _close_window(end: _LoopEnd, got: list[dict], dt: float, meter: _Meter, prior_wall_s: float) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from depthwidth.experiments.cli import (
     download,
     end_sweep,
     load,
+    say_default_results,
     start_sweep,
     sweep_args,
     sweep_executor,
@@ -90,7 +91,10 @@ def _reproduce(args: argparse.Namespace) -> int:
     executor = sweep_executor(args)
     options = FitOptions(pairs=args.pairs, assign=args.assign,
                          bootstrap=parse_bootstrap(args.bootstrap))
-    results = args.results or default_results(preset.name)
+    results = args.results
+    if not results:
+        results = default_results(preset.name)
+        say_default_results(preset.name, results)
     if args.out and (blocker := storage.file_in_the_way(args.out)):  # before the sweep, which may train for hours
         raise UserError(f"--out {args.out}: {blocker} exists and is not a directory")
     if args.download:

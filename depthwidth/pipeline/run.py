@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from depthwidth import storage
+from depthwidth import interrupts, storage
 from depthwidth.errors import UserError
 from depthwidth.fits.lawfit import build_fit, stored_fit
 from depthwidth.fits.options import FitOptions
@@ -58,6 +58,7 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
 
     t0 = time.perf_counter()
     rep = (executor or InProcess()).run(preset, results)  # step 1: every run has a record, or is reported
+    interrupts.check()  # a Ctrl-C swallowed by a library in the sweep (jax's gc callback) stops here, not after the figures
     out_root = storage.path(out if out is not None else results)
     groups = runner.group_dirs(preset, results)
     per = {corpus: _fit_and_draw(gdir, out_root if len(groups) == 1 else out_root / storage.path(gdir).name,
@@ -114,6 +115,7 @@ def _fit_and_draw(results: str, out_dir: Path, options: FitOptions, figures: boo
         fit_error = str(e)
     figs: list[str] = []
     figs_error = None
+    interrupts.check()
     if figures:
         try:
             figs = [str(p) for p in make_all(results, fit_path, out_dir / "figures", options=options)]

@@ -176,6 +176,37 @@ def test_sigterm_releases_the_claim(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_a_library_swallowed_stops_the_sweep_before_its_next_run(sig, tmp_path):
+    # Issue 40: a Ctrl-C raised inside a gc callback (as jax's _xla_gc_callback) is only printed
+    # by Python; the CLI remembers it (interrupts.honoured) and the sweep stops before the next run.
+    import gc
+
+    from depthwidth import interrupts
+
+    def callback(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)  # the handler runs here, inside the callback: its exception is dropped
+
+    def hook(cfg, results_dir):
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+
+    train = FakeTrain(hook=hook)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with interrupts.honoured(), pytest.raises(KeyboardInterrupt) as got:
+            _sweep(tmp_path, train)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert sum(train.calls.values()) == 1 and interrupts.exit_code(got.value) == 128 + sig
+    assert len(list(tmp_path.glob("runs/*/record.json"))) == 1 and _no_claims_left(tmp_path)
+
+
 def test_diverged_runs_are_counted(tmp_path):
     def hook(cfg, results_dir):
         if cfg.model.d_model == 32 and cfg.model.n_layer == 2:

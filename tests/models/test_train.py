@@ -269,3 +269,50 @@ def test_unwritable_out_is_one_line(capsys):
                  "--set", "train.warmup_steps=0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "/dev/null exists and is not a directory" in err[0]
+
+
+def test_a_second_signal_during_the_stop_checkpoint_waits_for_it(tmp_path, monkeypatch):
+    # Issue 40: Ctrl-C lands in step 7 (no checkpoint due before 10), SIGTERM while the stop
+    # saves the checkpoint of step 7. The save completes; the run stops there (SIGINT's 130)
+    # and resumes from step 7 to the uninterrupted result.
+    import os
+    import signal
+    import time
+
+    import orbax.checkpoint as ocp
+
+    from depthwidth import interrupts
+    from depthwidth.models import train as train_mod
+
+    ref = train_run(CFG, tmp_path / "ref", progress=False, verbose=False)
+    real_batch, real_save = train_mod.get_batch, ocp.CheckpointManager.save
+
+    def batch(data, seed, step, *a):
+        if step == 6:  # the batch of the 7th step
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_batch(data, seed, step, *a)
+
+    def save(self, step, *a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # Python runs the handler here, inside the save
+        return real_save(self, step, *a, **k)
+
+    monkeypatch.setattr(train_mod, "get_batch", batch)
+    monkeypatch.setattr(ocp.CheckpointManager, "save", save)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(interrupts.Interrupted) as got:
+            train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert got.value.signum == signal.SIGINT and interrupts.exit_code(got.value) == 130
+    assert str(got.value).endswith("stopped at step 7 of 20 and saved a checkpoint there: "
+                                   "the same command resumes from step 7")
+    ckpt = tmp_path / "b" / "runs" / ref["run_id"] / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["7"]  # complete: no *.orbax-checkpoint-tmp*
+    monkeypatch.undo()
+    rec = train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    assert (rec["test_loss"], rec["val_loss"], rec["train_loss"]) == (ref["test_loss"], ref["val_loss"], ref["train_loss"])
+    la, lb = ([json.loads(x) for x in (d / "runs" / ref["run_id"] / "log.jsonl").read_text().splitlines()]
+              for d in (tmp_path / "ref", tmp_path / "b"))
+    assert [(e["step"], e["loss"], e["grad_norm"]) for e in la] == [(e["step"], e["loss"], e["grad_norm"]) for e in lb]
