@@ -96,36 +96,44 @@ class Decoder:
     """The two jitted functions of a generation, compiled for one shape (``lower().compile()``):
     ``prefill`` reads a (B, T0) prompt into a fresh cache of ``length`` positions, ``step`` one
     (B,) token at position ``pos``; each returns the next tokens (B,) (:func:`next_token`). The
-    cache is held here and donated to each call, so XLA writes it in place.
-    ``compile_s``: seconds the two compilations took."""
+    cache is held here and donated to each step, so XLA writes it in place. Every array op of a
+    call is inside the compiled function: an op outside (an index, a reshape) would compile on
+    its first use, inside a timed step. ``compile_s``: seconds the two compilations took; each
+    function is called once untimed before it is returned (warm-up)."""
 
     def __init__(self, model: LM, batch: int, prompt_len: int, length: int, *, temperature: float = 0.0,
                  top_k: int | None = None, compute_dtype=jnp.float32):
         graphdef, self.state = nnx.split(model)
         self.shape = (batch, prompt_len, length)
-        self.compute_dtype = compute_dtype
 
         def run(state, idx, cache, pos, key):
             logits, cache = nnx.merge(graphdef, state).decode(idx, cache, pos, compute_dtype=compute_dtype)
             return next_token(logits[:, -1], key, temperature, top_k), cache
 
-        self.cache = init_cache(model, batch, length, compute_dtype)
-        key, fn = jax.random.PRNGKey(0), jax.jit(run, donate_argnums=(2,))
-        t0 = time.perf_counter()
-        self._prefill = fn.lower(self.state, jnp.zeros((batch, prompt_len), jnp.int32), self.cache, jnp.int32(0),
-                                 key).compile()
-        self._step = fn.lower(self.state, jnp.zeros((batch, 1), jnp.int32), self.cache, jnp.int32(0), key).compile()
-        self.compile_s = time.perf_counter() - t0
+        def prefill(state, prompt, key):
+            return run(state, prompt, init_cache(model, batch, length, compute_dtype), jnp.int32(0), key)
 
-    def prefill(self, prompt, key: jax.Array) -> jax.Array:
-        """Reset the cache and read ``prompt`` (B, T0) at positions 0..T0-1 -> next tokens (B,)."""
-        cache = jax.tree.map(jnp.zeros_like, self.cache)
-        tok, self.cache = self._prefill(self.state, jnp.asarray(prompt, jnp.int32), cache, jnp.int32(0), key)
+        def step(state, tok, cache, pos, key):
+            return run(state, tok[:, None], cache, pos, key)
+
+        key, tok = jax.random.PRNGKey(0), jnp.zeros((batch,), jnp.int32)
+        t0 = time.perf_counter()
+        self._prefill = jax.jit(prefill).lower(self.state, jnp.zeros((batch, prompt_len), jnp.int32), key).compile()
+        cache = jax.eval_shape(lambda: init_cache(model, batch, length, compute_dtype))
+        self._step = jax.jit(step, donate_argnums=(2,)).lower(self.state, tok, cache, jnp.int32(0), key).compile()
+        self.compile_s = time.perf_counter() - t0
+        # The first call of a compiled function pays one-off costs (buffer allocation, thread-pool
+        # start-up: ~0.1 s on the CPU, measured), which are not the decoding's: one untimed call each.
+        jax.block_until_ready(self.step(self.prefill(np.zeros((batch, prompt_len), np.int32), key), 0, key))
+
+    def prefill(self, prompt, key) -> jax.Array:
+        """Read ``prompt`` (B, T0) at positions 0..T0-1 into a fresh cache -> next tokens (B,)."""
+        tok, self.cache = self._prefill(self.state, prompt, key)
         return tok
 
-    def step(self, tok: jax.Array, pos: int, key: jax.Array) -> jax.Array:
+    def step(self, tok: jax.Array, pos: int, key) -> jax.Array:
         """Feed tokens (B,) at position ``pos`` (< length) -> next tokens (B,)."""
-        tok, self.cache = self._step(self.state, tok[:, None], self.cache, jnp.int32(pos), key)
+        tok, self.cache = self._step(self.state, tok, self.cache, np.int32(pos), key)
         return tok
 
 
@@ -149,10 +157,10 @@ def generate(model: LM, prompt: np.ndarray, max_new_tokens: int, *, temperature:
     B, T0 = prompt.shape
     length = T0 + max_new_tokens
     if length > model.cfg.seq_len:
-        raise UserError(f"prompt ({T0} tokens) + --max-new-tokens {max_new_tokens} = {length} exceeds the "
+        raise UserError(f"prompt of {T0} token(s) + --max-new-tokens {max_new_tokens} = {length} exceeds the "
                         f"model's context of {model.cfg.seq_len} positions (model.seq_len)")
     dec = Decoder(model, B, T0, length, temperature=float(temperature), top_k=top_k, compute_dtype=compute_dtype)
-    keys = jax.random.split(jax.random.PRNGKey(seed), max_new_tokens)
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(seed), max_new_tokens))  # host: no op per step
     t0 = time.perf_counter()
     out = [jax.block_until_ready(dec.prefill(prompt, keys[0]))]
     prefill_s, step_s = time.perf_counter() - t0, []

@@ -98,7 +98,7 @@ def test_sampling_is_seeded():
 def test_bad_generation_requests_are_user_errors():
     cfg = ModelConfig(n_layer=1, d_model=8, n_head=2, vocab_size=5, seq_len=6)
     model = LM(cfg, rngs=nnx.Rngs(0))
-    with pytest.raises(UserError, match=r"prompt \(4 tokens\) \+ --max-new-tokens 3 = 7 exceeds the model's context of 6"):
+    with pytest.raises(UserError, match=r"prompt of 4 token\(s\) \+ --max-new-tokens 3 = 7 exceeds the model's context of 6"):
         decode.generate(model, np.zeros((1, 4), np.int32), 3)
     for kwargs, msg in [({"max_new_tokens": 0}, "max-new-tokens must be >= 1"),
                         ({"max_new_tokens": 1, "temperature": -1.0}, "temperature must be >= 0"),
