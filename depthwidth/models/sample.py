@@ -83,11 +83,11 @@ def sample(source: Source, prompt: str, *, max_new_tokens: int | None, temperatu
     ``prompt_tokens``, ``new_tokens``, ``tokens_per_s`` (new tokens / (prefill + steps) seconds),
     ``prefill_s``, ``step_s_total``, ``step_ms_median``, ``compile_s`` and the settings. Raises UserError for an
     empty prompt, a character the vocabulary lacks and the checks of ``generate``."""
-    # numpy: ~0.1 s at import; kept off the modules that do not need it
-    import numpy as np
-
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax
+
+    # numpy: ~0.1 s at import; kept off the modules that do not need it
+    import numpy as np
 
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     from depthwidth.models.decode import generate

@@ -34,6 +34,7 @@ DESCRIPTION = (
     "measured units.")
 MODEL_FILE = "latency_model.json"
 COMMITTED = KINDS["latency"].results  # the default --results, whose records are the checkout's result
+DECODE_RESULTS = "results/exp-decode"  # --decode's default --results (the committed decode records)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -55,6 +56,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", default="50257", metavar="V", help="vocabulary of --with-head (default 50257, GPT-2)")
     p.add_argument("--scan-unroll", default="1", metavar="K",
                    help="layers per scan iteration, as model.scan_unroll (default 1, the training default)")
+    p.add_argument("--decode", action="store_true",
+                   help="time KV-cache decoding instead: median seconds per generated token of the whole LM "
+                        "(vocabulary --vocab-size) after a --seq-len-token prompt, prefill timed apart; records "
+                        f"of kind latency_decode, default --results {DECODE_RESULTS}")
+    p.add_argument("--new-tokens", default="16", metavar="N",
+                   help="--decode: tokens generated per repeat (the first from the prefill; default 16)")
 
 
 def _checked(args: argparse.Namespace) -> dict[str, Any]:
@@ -68,7 +75,8 @@ def _checked(args: argparse.Namespace) -> dict[str, Any]:
             "batch": parse_int(args.batch, name="--batch"), "repeats": parse_int(args.repeats, name="--repeats"),
             "warmup": parse_int(args.warmup, name="--warmup", minimum=0),
             "vocab_size": parse_int(args.vocab_size, name="--vocab-size"),
-            "scan_unroll": parse_int(args.scan_unroll, name="--scan-unroll")}
+            "scan_unroll": parse_int(args.scan_unroll, name="--scan-unroll"),
+            "new_tokens": parse_int(args.new_tokens, name="--new-tokens", minimum=2)}
 
 
 def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: str) -> list:
@@ -90,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.fits import latency as fit
 
     c = _checked(args)
+    if args.decode:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.pipeline import exp_latency_decode
+
+        return exp_latency_decode.run(args, c)
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
     _refuse_another_machine(args.results, device)
