@@ -14,7 +14,7 @@ the repeat's value is the median step. The Decoder's compile and its untimed war
 excluded. A record keeps every repeat's median step and prefill time, and their median, min and
 max over repeats (seconds).
 
-Bytes a step reads (:func:`step_bytes`): every weight once (the tied head's V·d included; of
+Bytes a step reads (:func:`depthwidth.theory.decode_bytes.step_bytes`): every weight once (the tied head's V·d included; of
 the embeddings, one row each), and each layer's cache of S = context + new_tokens positions for
 K and V (the step attends over all S and masks the unwritten tail): 2·B·S·d values per layer.
 """
@@ -31,6 +31,7 @@ from depthwidth.config import ModelConfig
 from depthwidth.errors import UserError
 from depthwidth.experiments import kinds
 from depthwidth.experiments.latency import DTYPES, _provenance
+from depthwidth.theory.decode_bytes import step_bytes
 
 KIND = "latency_decode"
 
@@ -65,21 +66,11 @@ class DecodeSpec:
         return asdict(self)
 
 
-def step_bytes(n_layer: int, d_model: int, vocab_size: int, cache_len: int, batch: int, itemsize: int) -> dict[str, int]:
-    """Bytes one decode step reads (module doc), ints: ``layer`` per block (its 12·d² + 13·d
-    weights, d_ff = 4d, and its K and V cache, 2·B·S·d), ``head`` (V·d, the tied embedding, +
-    the final LN's 2d), ``total`` = L·layer + head."""
-    weights = 12 * d_model ** 2 + 13 * d_model
-    layer = itemsize * (weights + 2 * batch * cache_len * d_model)
-    head = itemsize * (vocab_size * d_model + 2 * d_model)
-    return {"layer": layer, "head": head, "total": n_layer * layer + head}
-
-
 def time_unit(spec: DecodeSpec) -> dict[str, Any]:
     """Time one unit (module doc). Returns the record's fields: ``seconds_per_token`` (median over
     repeats of each repeat's median step), ``seconds_per_token_min``/``_max`` (over repeats),
     ``step_medians``, ``prefill_s`` (median) with ``prefill_s_min``/``_max`` and ``prefill_times``,
-    ``compile_s``, ``params`` (the whole LM's), the :func:`step_bytes` dict as ``bytes_*``, and
+    ``compile_s``, ``params`` (the whole LM's), the ``step_bytes`` dict as ``bytes_*``, and
     ``bytes_per_s`` (bytes_total / seconds_per_token)."""
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
     import jax

@@ -19,6 +19,7 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits import latency_budget
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import load_fit_file, load_law
 from depthwidth.fits.options import FitOptions, parse_bootstrap
@@ -179,6 +180,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "root finder holds ~400 bytes and takes ~3 us a sample, so 1M is ~0.4 GB and ~3 s a budget, "
                         "and the interval's own Monte Carlo error is already far below the law's)")
     q.add_argument("--seed", default="0", help="Monte Carlo seed (default 0)")
+    latency_budget.add_args(q)
     add_json_flag(q)
     q.set_defaults(func=_query)
 
@@ -353,7 +355,8 @@ def _query(args: argparse.Namespace) -> int:
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{format_level(level)} CI", "verdict"]
 
-    text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res)])
+    latency = latency_budget.apply(args, res if args.params is not None else [], vocab)  # issue 44: --max-ms-per-token
+    text = "\n".join([_law_header(law, vocab), _table(heads, rows), *_notes(law, res), *latency])
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
 

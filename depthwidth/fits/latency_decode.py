@@ -23,8 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.theory.decode_bytes import step_bytes
 
 GROUP_KEYS = ("device", "threads", "dtype", "batch", "context")
+ITEMSIZE = {"float32": 4, "bfloat16": 2}
 FORMULA = "seconds_per_token = fixed_s + per_layer_s * n_layer + bytes_total / bandwidth_bytes_per_s"
 _MEASURED = ("seconds_per_token", "seconds_per_token_min", "seconds_per_token_max", "prefill_s", "prefill_s_min",
              "prefill_s_max", "bytes_total", "bytes_layer", "bytes_head", "bytes_per_s", "compile_s")
@@ -49,7 +51,8 @@ def fit_decode_model(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Fit the module's model to one group's rows. None with fewer than 4 rows or 2 depths (3
     coefficients). Returns ``fixed_s`` a, ``per_layer_s`` c, ``bandwidth_bytes_per_s`` W (None
     when the fit gives the bytes no weight), ``dof``, ``residuals`` per row (shape, measured and
-    predicted s/token, relative residual), ``max_abs_rel_residual``, the group's fields.
+    predicted s/token, relative residual), ``max_abs_rel_residual``, the group's fields, and what
+    the bytes were counted with (``vocab_size``, ``cache_len``, ``itemsize``; None where rows differ).
     Raises UserError when the rows mix groups."""
     # numpy: ~0.1 s at import; kept off the modules that do not need it
     import numpy as np
@@ -70,7 +73,11 @@ def fit_decode_model(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     res = [{"run_id": r["run_id"], "shape": f"{r['n_layer']}x{r['d_model']}", "params": r["params"],
             "seconds_per_token": float(s), "predicted_s": float(p), "rel_residual": float(s / p - 1)}
            for r, s, p in zip(rows, t, pred)]
-    return {"formula": FORMULA, **{k: rows[0][k] for k in GROUP_KEYS}, "fixed_s": float(coef[0]),
+    # what the bytes term was measured with, so a prediction for another shape counts the same bytes
+    same = {k: rows[0][k] if len({r[k] for r in rows}) == 1 else None for k in ("vocab_size", "new_tokens")}
+    return {"formula": FORMULA, **{k: rows[0][k] for k in GROUP_KEYS}, "vocab_size": same["vocab_size"],
+            "cache_len": rows[0]["context"] + same["new_tokens"] if same["new_tokens"] else None,
+            "itemsize": ITEMSIZE[rows[0]["dtype"]], "fixed_s": float(coef[0]),
             "per_layer_s": float(coef[1]), "bandwidth_bytes_per_s": float(1 / coef[2]) if coef[2] > 0 else None,
             "dof": len(rows) - 3, "residuals": res, "max_abs_rel_residual": max(abs(x["rel_residual"]) for x in res)}
 
@@ -80,6 +87,20 @@ def describe(model: dict[str, Any]) -> str:
     bw = model["bandwidth_bytes_per_s"]
     return (f"{model['fixed_s'] * 1e3:.4g} ms + {model['per_layer_s'] * 1e3:.4g} ms x L + "
             + (f"bytes / {bw / 1e9:.4g} GB/s" if bw else "0 x bytes"))
+
+
+def predict_seconds(model: dict[str, Any], n_layer: float, d_model: float, vocab_size: int | None = None) -> float:
+    """Seconds per token the fitted ``model`` predicts for a shape (L, d may be fractional): its
+    a + c·L + bytes/W, the bytes counted at the model's batch, cache length and dtype
+    (:func:`depthwidth.theory.decode_bytes.step_bytes`) with ``vocab_size`` V (default: the V the
+    records were measured with). Raises UserError when V is neither given nor known."""
+    vocab = vocab_size if vocab_size is not None else model.get("vocab_size")
+    if vocab is None or model.get("cache_len") is None:
+        raise UserError("this decode-latency model does not say its vocabulary or cache length; give --vocab "
+                        "or refit it with exp latency --decode")
+    b = step_bytes(n_layer, d_model, vocab, model["cache_len"], model["batch"], model["itemsize"])["total"]
+    bw = model["bandwidth_bytes_per_s"]
+    return model["fixed_s"] + model["per_layer_s"] * n_layer + (b / bw if bw else 0.0)
 
 
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

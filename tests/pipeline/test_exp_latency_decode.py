@@ -7,8 +7,8 @@ import pytest
 
 from depthwidth.cli import main
 from depthwidth.errors import UserError
-from depthwidth.experiments import latency_decode as dl
 from depthwidth.fits import latency_decode as fit
+from depthwidth.theory.decode_bytes import step_bytes
 
 
 def _run(tmp_path, capsys, *extra):
@@ -45,14 +45,14 @@ def test_records_numbers_resume_and_model(tmp_path, capsys):
 
 def test_step_bytes_by_hand():
     # L=2, d=4, V=10, S=6, B=1, float32: a layer 12·16 + 13·4 = 244 weights + 2·6·4 = 48 cache values
-    b = dl.step_bytes(2, 4, 10, 6, 1, 4)
+    b = step_bytes(2, 4, 10, 6, 1, 4)
     assert b == {"layer": 4 * 292, "head": 4 * 48, "total": 4 * (2 * 292 + 48)}
 
 
 def _rows(a, c, bw, shapes):
     return [{"run_id": f"{L}x{d}", "n_layer": L, "d_model": d, "params": 0, "device": "cpu/x", "threads": 1,
-             "dtype": "float32", "batch": 1, "context": 128,
-             "bytes_total": (b := dl.step_bytes(L, d, 50257, 144, 1, 4)["total"]), "seconds_per_token": a + c * L + b / bw}
+             "dtype": "float32", "batch": 1, "context": 128, "vocab_size": 50257, "new_tokens": 16,
+             "bytes_total": (b := step_bytes(L, d, 50257, 144, 1, 4)["total"]), "seconds_per_token": a + c * L + b / bw}
             for L, d in shapes]
 
 
@@ -64,6 +64,8 @@ def test_decode_model_recovers_known_coefficients():
     assert m["bandwidth_bytes_per_s"] == pytest.approx(8e9, rel=1e-9)
     assert m["dof"] == 2 and m["max_abs_rel_residual"] < 1e-9
     assert fit.describe(m) == "0.2 ms + 1.5 ms x L + bytes / 8 GB/s"
+    assert (m["vocab_size"], m["cache_len"], m["itemsize"]) == (50257, 144, 4)
+    assert fit.predict_seconds(m, 8, 1152) == pytest.approx(rows[4]["seconds_per_token"], rel=1e-9)
     rows[2]["seconds_per_token"] *= 1.5  # one shape off the model: its residual shows it
     assert fit.fit_decode_model(rows)["max_abs_rel_residual"] > 0.05
     assert fit.fit_decode_model(rows[:3]) is None  # 3 coefficients need 4 shapes
