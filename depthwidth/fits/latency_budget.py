@@ -28,7 +28,7 @@ from depthwidth.errors import UserError
 from depthwidth.fits import latency_decode as dec
 from depthwidth.units import format_count, parse_float
 
-DEFAULT_MODEL = "results/exp-decode/decode_model.json"
+DEFAULT_MODEL = "results/exp-latency/decode_model.json"
 MAX_DEPTH_FACTOR = 8  # depths searched: 1 .. 8·L_opt (and at least 64)
 
 

@@ -66,6 +66,7 @@ FIGURES: list[Figure] = [
     Figure("fig5_measured_separation_rank", f"{_P}.seprank_fig:measured_separation_rank", "seprank"),
     Figure("fig7_prediction", f"{_P}.prediction_fig:prediction_vs_measurement", PREDICTION),
     Figure("latency_vs_depth", f"{_P}.latency_fig:latency_vs_depth", "latency"),
+    Figure("decode_latency_vs_depth", f"{_P}.decode_latency_fig:decode_latency_vs_depth", "latency"),
     Figure("exp_triple", f"{_P}.triple_fig:triple_figure", "triple"),
     Figure("exp_layerdrop", f"{_P}.layerdrop_fig:layerdrop_figure", "layerdrop"),
     Figure("exp_sawtooth", f"{_P}.sawtooth_fig:sawtooth_panels", "sawtooth"),

@@ -34,7 +34,6 @@ DESCRIPTION = (
     "measured units.")
 MODEL_FILE = "latency_model.json"
 COMMITTED = KINDS["latency"].results  # the default --results, whose records are the checkout's result
-DECODE_RESULTS = "results/exp-decode"  # --decode's default --results (the committed decode records)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -59,7 +58,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decode", action="store_true",
                    help="time KV-cache decoding instead: median seconds per generated token of the whole LM "
                         "(vocabulary --vocab-size) after a --seq-len-token prompt, prefill timed apart; records "
-                        f"of kind latency_decode, default --results {DECODE_RESULTS}")
+                        "of kind latency_decode beside the forward ones")
     p.add_argument("--new-tokens", default="16", metavar="N",
                    help="--decode: tokens generated per repeat (the first from the prefill; default 16)")
 
@@ -128,17 +127,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_another_machine(results: str, device: str) -> None:
+def _refuse_another_machine(results: str, device: str, kind: str = "latency") -> None:
     """UserError when ``results`` is the checkout's :data:`COMMITTED` directory and its records
-    were measured on other devices only: measuring there would add this machine's records and
-    rewrite the committed latency_model.json and figure, so a committed result would change
-    because the command ran on another CPU. Any other --results is the caller's to fill."""
-    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
-    from depthwidth.experiments import latency
-
+    of ``kind`` (latency, or latency_decode) were measured on other devices only: measuring there
+    would add this machine's records and rewrite the committed model file and figure, so a
+    committed result would change because the command ran on another CPU. Any other --results is the caller's to fill."""
     if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
         return
-    theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, latency.KIND)
+    theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, kind)
                      if isinstance(r.get("config"), dict)})
     if theirs and device not in theirs:
         raise UserError(f"{results} holds the committed measurements of {', '.join(theirs)}, not of this machine "

@@ -5,12 +5,16 @@ count; time every unit without a record (:func:`depthwidth.experiments.latency_d
 the whole LM, V = --vocab-size, a --seq-len-token prompt, --new-tokens per repeat); read the
 stored records of the requested units back, fit the decode-latency model
 (:mod:`depthwidth.fits.latency_decode`; ``RESULTS/decode_model.json`` holds the model of every
-group of stored records) and print the table. --results defaults to ``results/exp-decode``.
+group of stored records), draw the figure (:mod:`depthwidth.paper_figs.decode_latency_fig`)
+and print the table. The records sit beside the forward ones (default ``results/exp-latency``;
+another kind, so neither command reads the other's); the committed directory is refused on
+another machine, as for the forward records.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from depthwidth import records, storage
@@ -27,11 +31,12 @@ def run(args: argparse.Namespace, c: dict[str, Any]) -> int:
 
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import latency_decode as fit
-    from depthwidth.pipeline.exp_latency import COMMITTED, DECODE_RESULTS
+    from depthwidth.pipeline.exp_latency import _refuse_another_machine
 
-    results = DECODE_RESULTS if args.results == COMMITTED else args.results
+    results = args.results
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
+    _refuse_another_machine(results, device, dl.KIND)
     specs = [dl.DecodeSpec(n_layer=L, d_model=d, n_head=c["heads"][d], context=c["seq_len"], new_tokens=c["new_tokens"],
                            batch=c["batch"], dtype=args.dtype, vocab_size=c["vocab_size"], threads=threads,
                            device=device, repeats=c["repeats"]) for L, d in c["shapes"]]
@@ -43,8 +48,15 @@ def run(args: argparse.Namespace, c: dict[str, Any]) -> int:
     store = storage.open_results(results)
     store.write_if_changed(MODEL_FILE, storage.json_text(
         {"formula": fit.FORMULA, "group_keys": list(fit.GROUP_KEYS), "models": models}))
+    if args.no_figure or not groups:
+        figures = []
+    else:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.paper_figs.decode_latency_fig import draw
+
+        figures = draw(groups, args.out or str(Path(results) / "figures"))
     out = {"results": str(results), "measured": len(done["measured"]), "skipped": len(done["skipped"]),
-           "groups": groups, "model_file": str(store.path(MODEL_FILE))}
+           "groups": groups, "model_file": str(store.path(MODEL_FILE)), "figures": figures}
     emit(args, out, _text(out))
     return 0
 
@@ -70,5 +82,5 @@ def _text(out: dict[str, Any]) -> str:
         if m:
             res = ", ".join(f"{x['shape']} {100 * x['rel_residual']:+.1f}%" for x in m["residuals"])
             lines.append(f"  decode model: s/token = {fit.describe(m)}   ({m['dof']} dof; residuals {res})")
-    lines.append(f"model: {out['model_file']}")
+    lines += [f"model: {out['model_file']}"] + [f"figure: {p}" for p in out["figures"]]
     return "\n".join(lines)

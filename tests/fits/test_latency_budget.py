@@ -15,7 +15,7 @@ from depthwidth.fits.latency_decode import FORMULA
 from depthwidth.fits.law import load_law
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "results" / "exp-decode" / "decode_model.json"
+COMMITTED = REPO / "results" / "exp-latency" / "decode_model.json"
 # a, c, W and what the bytes count: a model where depth costs time (c > 0), as on a GPU
 MODEL = {"device": "test/x", "threads": 1, "dtype": "float32", "batch": 1, "context": 128, "vocab_size": 1000,
          "cache_len": 144, "itemsize": 4, "fixed_s": 1e-3, "per_layer_s": 2e-3, "bandwidth_bytes_per_s": 1e10,

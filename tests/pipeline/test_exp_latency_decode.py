@@ -39,6 +39,8 @@ def test_records_numbers_resume_and_model(tmp_path, capsys):
     before = {p: p.read_bytes() for p in recs}
     again = _run(tmp_path, capsys)
     assert (again["measured"], again["skipped"]) == (0, 4) and {p: p.read_bytes() for p in recs} == before
+    assert sorted(p.name for p in (tmp_path / "r" / "figures").iterdir()) == ["decode_latency_vs_depth.pdf",
+                                                                              "decode_latency_vs_depth.png"]
     model = json.loads((tmp_path / "r" / "decode_model.json").read_text())
     assert model["formula"] == fit.FORMULA and len(model["models"]) == 1
 
