@@ -19,6 +19,7 @@ from typing import Any
 from depthwidth import storage
 from depthwidth.console import add_json_flag, emit
 from depthwidth.errors import UserError
+from depthwidth.fits import latency_budget
 from depthwidth.fits.forms import DEFAULT_FORM, FORMS, form_named, form_of_formula
 from depthwidth.fits.law import BUILTIN_LAWS, load_fit_file, load_law
 from depthwidth.fits.options import FitOptions, parse_bootstrap
@@ -202,6 +203,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "root finder holds ~400 bytes and takes ~3 us a sample, so 1M is ~0.4 GB and ~3 s a budget, "
                         "and the interval's own Monte Carlo error is already far below the law's)")
     q.add_argument("--seed", default="0", help="Monte Carlo seed (default 0)")
+    latency_budget.add_args(q)
     add_json_flag(q)
     q.set_defaults(func=_query)
 
@@ -385,7 +387,9 @@ def _query(args: argparse.Namespace) -> int:
                  _ci_text(r["ci"], "depth_ratio", lambda v: f"{v:.2f}"), r["verdict"]] for r in res]
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{format_level(level)} CI", "verdict"]
 
-    text = "\n".join([_law_header(law, vocab), validation["text"], _table(heads, rows), *extra, *_notes(law, res)])
+    latency = latency_budget.apply(args, res if args.params is not None else [], vocab)  # issue 44: --max-ms-per-token
+    text = "\n".join([_law_header(law, vocab), validation["text"], _table(heads, rows), *extra, *_notes(law, res),
+                      *latency])
     res = [{**r, "validation": validation} for r in res]
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
@@ -429,6 +433,9 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
 
     if vocab:
         raise UserError("--vocab: the law forms answer for non-embedding N only; drop --vocab with this fit")
+    if getattr(args, "max_ms_per_token", None) is not None:
+        raise UserError("--max-ms-per-token answers under one law; a fit with a form comparison beside it has "
+                        "several (query the comparison's forms without a latency budget)")
     cmp = load_fit_file(cmp_path, f"{cmp_path} (the form comparison beside --fit)")
     budgets = parse_count_list(args.params, name="--params")
     res = [answer_forms(cmp, cmp_path, B, draws=min(samples, 20000)) for B in budgets]

@@ -4,7 +4,9 @@ One file, read top to bottom: config -> attention -> MLP -> block -> model. What
 is added in lines, not layers: every parameter names its *logical* axes (``embed``, ``mlp``,
 ``heads``, ``vocab``, ``layers``) so one rule table (``depthwidth.config.MeshConfig.rules``)
 shards it, and the L blocks are stacked along a leading ``layers`` axis and run with
-``nnx.scan``, so compile time stays nearly flat in depth.
+``nnx.scan``, so compile time stays nearly flat in depth. Decoding (:meth:`LM.decode`) keeps a
+key/value cache per layer, stacked the same way, so a prompt is read in one pass and each new
+token costs one position of work (the loop and sampling: :mod:`depthwidth.models.decode`).
 
 Arrangement (Radford et al. 2019, GPT-2): learned token and position embeddings,
 L blocks of [LN -> causal multi-head attention (fused QKV d->3d with bias, output proj d->d with
@@ -70,14 +72,32 @@ class CausalSelfAttention(nnx.Module):
         self.proj = nnx.Linear(d, d, kernel_init=_normal(std / math.sqrt(2 * cfg.n_layer), ("heads", "embed")),
                                bias_init=_zeros(("embed",)), rngs=rngs)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def heads(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """q, k, v of x (B, T, d), each (B, T, H, d/H): the layout jax.nn.dot_product_attention takes."""
         B, T, d = x.shape
         q, k, v = jnp.split(self.qkv(x), 3, axis=-1)
-        # (B, T, H, d/H): the layout jax.nn.dot_product_attention takes; XLA (or cuDNN on GPU)
-        # fuses the masked softmax instead of us materialising a (B, H, T, T) mask.
-        q, k, v = (t.reshape(B, T, self.n_head, d // self.n_head) for t in (q, k, v))
+        return tuple(t.reshape(B, T, self.n_head, d // self.n_head) for t in (q, k, v))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        q, k, v = self.heads(x)
+        # XLA (or cuDNN on GPU) fuses the masked softmax instead of us materialising a (B, H, T, T) mask.
         y = jax.nn.dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.reshape(B, T, d))
+        return self.proj(y.reshape(x.shape))
+
+    def cached(self, x: jax.Array, cache: tuple[jax.Array, jax.Array], pos: jax.Array):
+        """x (B, T, d) at positions pos..pos+T-1, with this layer's cache (k, v), each (B, S, H, d/H)
+        holding positions < pos -> (y (B, T, d), the cache with this call's keys and values written).
+
+        Each query attends to the cached and new positions up to its own (the causal mask of
+        ``__call__``, shifted by pos); the cache's unwritten tail is masked out.
+        """
+        q, k, v = self.heads(x)
+        ck = jax.lax.dynamic_update_slice(cache[0], k.astype(cache[0].dtype), (0, pos, 0, 0))
+        cv = jax.lax.dynamic_update_slice(cache[1], v.astype(cache[1].dtype), (0, pos, 0, 0))
+        T, S = x.shape[1], ck.shape[1]
+        mask = jnp.arange(S)[None, :] <= pos + jnp.arange(T)[:, None]  # (T, S): key j visible to query i
+        y = jax.nn.dot_product_attention(q, ck.astype(q.dtype), cv.astype(q.dtype), mask=mask[None, None])
+        return self.proj(y.reshape(x.shape)), (ck, cv)
 
 
 class MLP(nnx.Module):
@@ -110,6 +130,16 @@ class Block(nnx.Module):
             return x + _dropout(self.mlp(self.ln2(x)), self.dropout, k2)
         x = self.ln1(x + _dropout(self.attn(x), self.dropout, k1))
         return self.ln2(x + _dropout(self.mlp(x), self.dropout, k2))
+
+    def cached(self, x: jax.Array, cache: tuple[jax.Array, jax.Array], pos: jax.Array):
+        """``__call__`` without dropout, attending through this layer's KV cache (CausalSelfAttention.cached)."""
+        if self.pre_ln:
+            a, cache = self.attn.cached(self.ln1(x), cache, pos)
+            x = x + a
+            return x + self.mlp(self.ln2(x)), cache
+        a, cache = self.attn.cached(x, cache, pos)
+        x = self.ln1(x + a)
+        return self.ln2(x + self.mlp(x)), cache
 
 
 class LM(nnx.Module):
@@ -166,6 +196,31 @@ class LM(nnx.Module):
             return block(x, key)
 
         return self.ln_f(run_stack(x, self.blocks, keys))
+
+    def decode(self, idx: jax.Array, cache: tuple[jax.Array, jax.Array], pos: jax.Array, *,
+               compute_dtype: jnp.dtype = jnp.float32):
+        """Incremental forward: ``idx`` int32 (B, T) at positions pos..pos+T-1, after the ``pos``
+        tokens whose keys and values ``cache`` holds -> (logits float32 (B, T, V), updated cache).
+
+        ``cache``: (k, v), each (L, B, S, H, d/H) with S <= cfg.seq_len (one slice per layer on the
+        ``layers`` axis, as the blocks; built by :func:`depthwidth.models.decode.init_cache`).
+        A prompt is one call at pos 0 (prefill); each new token one call with T = 1. The logits
+        equal ``__call__``'s on the whole sequence (tested, float32). Deterministic (no dropout);
+        pos + T must not exceed S (not checked here: jax clamps the write; the caller checks).
+        """
+        T = idx.shape[1]
+        x = (self.wte(idx) + self.wpe(pos + jnp.arange(T))[None]).astype(compute_dtype)
+
+        @nnx.scan(in_axes=(nnx.Carry, 0, 0), out_axes=(nnx.Carry, 0),
+                  unroll=min(self.cfg.scan_unroll, self.cfg.n_layer),
+                  transform_metadata={nnx.PARTITION_NAME: "layers"})
+        def run_stack(x: jax.Array, block: Block, layer_cache):
+            return block.cached(x, layer_cache, pos)
+
+        x, cache = run_stack(x, self.blocks, cache)
+        x = self.ln_f(x)
+        logits = self.wte.attend(x) if self.head is None else self.head(x)
+        return logits.astype(jnp.float32), cache
 
 
 def cast_params(params, dtype):

@@ -68,6 +68,7 @@ FIGURES: list[Figure] = [
     Figure("fig7_prediction", f"{_P}.prediction_fig:prediction_vs_measurement", PREDICTION),
     Figure("fig8_law_forms", f"{_P}.forms_fig:forms_figure", FORMS),
     Figure("latency_vs_depth", f"{_P}.latency_fig:latency_vs_depth", "latency"),
+    Figure("decode_latency_vs_depth", f"{_P}.decode_latency_fig:decode_latency_vs_depth", "latency"),
     Figure("exp_triple", f"{_P}.triple_fig:triple_figure", "triple"),
     Figure("exp_layerdrop", f"{_P}.layerdrop_fig:layerdrop_figure", "layerdrop"),
     Figure("exp_sawtooth", f"{_P}.sawtooth_fig:sawtooth_panels", "sawtooth"),

@@ -55,6 +55,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", default="50257", metavar="V", help="vocabulary of --with-head (default 50257, GPT-2)")
     p.add_argument("--scan-unroll", default="1", metavar="K",
                    help="layers per scan iteration, as model.scan_unroll (default 1, the training default)")
+    p.add_argument("--decode", action="store_true",
+                   help="time KV-cache decoding instead: median seconds per generated token of the whole LM "
+                        "(vocabulary --vocab-size) after a --seq-len-token prompt, prefill timed apart; records "
+                        "of kind latency_decode beside the forward ones")
+    p.add_argument("--new-tokens", default="16", metavar="N",
+                   help="--decode: tokens generated per repeat (the first from the prefill; default 16)")
 
 
 def _checked(args: argparse.Namespace) -> dict[str, Any]:
@@ -68,7 +74,8 @@ def _checked(args: argparse.Namespace) -> dict[str, Any]:
             "batch": parse_int(args.batch, name="--batch"), "repeats": parse_int(args.repeats, name="--repeats"),
             "warmup": parse_int(args.warmup, name="--warmup", minimum=0),
             "vocab_size": parse_int(args.vocab_size, name="--vocab-size"),
-            "scan_unroll": parse_int(args.scan_unroll, name="--scan-unroll")}
+            "scan_unroll": parse_int(args.scan_unroll, name="--scan-unroll"),
+            "new_tokens": parse_int(args.new_tokens, name="--new-tokens", minimum=2)}
 
 
 def _specs(c: dict[str, Any], args: argparse.Namespace, threads: int, device: str) -> list:
@@ -90,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.fits import latency as fit
 
     c = _checked(args)
+    if args.decode:
+        # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
+        from depthwidth.pipeline import exp_latency_decode
+
+        return exp_latency_decode.run(args, c)
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
     _refuse_another_machine(args.results, device)
@@ -115,17 +127,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_another_machine(results: str, device: str) -> None:
+def _refuse_another_machine(results: str, device: str, kind: str = "latency") -> None:
     """UserError when ``results`` is the checkout's :data:`COMMITTED` directory and its records
-    were measured on other devices only: measuring there would add this machine's records and
-    rewrite the committed latency_model.json and figure, so a committed result would change
-    because the command ran on another CPU. Any other --results is the caller's to fill."""
-    # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
-    from depthwidth.experiments import latency
-
+    of ``kind`` (latency, or latency_decode) were measured on other devices only: measuring there
+    would add this machine's records and rewrite the committed model file and figure, so a
+    committed result would change because the command ran on another CPU. Any other --results is the caller's to fill."""
     if Path(results).resolve() != Path(COMMITTED).resolve() or not Path(results).is_dir():
         return
-    theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, latency.KIND)
+    theirs = sorted({str(r["config"].get("device")) for r in records.records_of_kind(results, kind)
                      if isinstance(r.get("config"), dict)})
     if theirs and device not in theirs:
         raise UserError(f"{results} holds the committed measurements of {', '.join(theirs)}, not of this machine "

@@ -1,0 +1,93 @@
+"""``query --params N --max-ms-per-token X`` (issue 44, item 3): the law's optimum under a
+per-token decode-latency budget, from a fitted decode-latency model; refusals are one line."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from depthwidth.cli import main
+from depthwidth.errors import UserError
+from depthwidth.fits import latency_budget as lb
+from depthwidth.fits import projections as P
+from depthwidth.fits.latency_decode import FORMULA
+from depthwidth.fits.law import load_law
+
+REPO = Path(__file__).resolve().parents[2]
+COMMITTED = REPO / "results" / "exp-latency" / "decode_model.json"
+# a, c, W and what the bytes count: a model where depth costs time (c > 0), as on a GPU
+MODEL = {"device": "test/x", "threads": 1, "dtype": "float32", "batch": 1, "context": 128, "vocab_size": 1000,
+         "cache_len": 144, "itemsize": 4, "fixed_s": 1e-3, "per_layer_s": 2e-3, "bandwidth_bytes_per_s": 1e10,
+         "max_abs_rel_residual": 0.05}
+
+
+def _by_hand(L, N, m=MODEL):
+    d = math.sqrt(N / (12 * L))
+    values = L * (12 * d * d + 13 * d + 2 * 144 * d) + 1000 * d + 2 * d
+    return m["fixed_s"] + m["per_layer_s"] * L + 4 * values / m["bandwidth_bytes_per_s"]
+
+
+def _result(N=125e6):
+    return P.query_budget(N, load_law("levine2020", "auto"), vocab=0, round_width=128, n_head=None,
+                          level=0.95, samples=100, seed=0)
+
+
+def test_the_optimum_meets_a_loose_budget():
+    r = _result()
+    L_opt = r["optimal_depth"]
+    t_opt = _by_hand(L_opt, r["non_embedding_params"])
+    a = lb.answer(r, t_opt + 1e-6, MODEL, None)
+    assert a["meets"] and a["depth_ratio"] == 1.0
+    assert a["chosen"]["seconds_per_token"] == pytest.approx(t_opt, rel=1e-12)
+
+
+def test_a_tight_budget_moves_to_the_nearest_depth_that_meets_it():
+    r = _result()
+    L_opt, N = r["optimal_depth"], r["non_embedding_params"]
+    budget = _by_hand(20, N) + 1e-9  # c > 0: depth 20 meets it, 21..25.6 do not
+    a = lb.answer(r, budget, MODEL, None)
+    assert not a["meets"] and a["chosen"]["n_layer"] == 20
+    assert a["chosen"]["d_model"] == pytest.approx(math.sqrt(N / 240), rel=1e-12)
+    assert a["depth_ratio"] == pytest.approx(20 / L_opt) and a["law_cost"] is None
+    assert all(_by_hand(L, N) > budget for L in range(21, 26))
+    with pytest.raises(UserError, match=r"no depth 1\.\.205 meets 1 ms/token at N=125M on test/x"):
+        lb.answer(r, 1e-3, MODEL, None)
+
+
+def test_the_committed_model_answers_in_text_and_json(capsys):
+    model = lb.load_models(COMMITTED)[0]
+    r = _result()
+    d = r["optimal_width"]
+    values = r["optimal_depth"] * (12 * d * d + 13 * d + 2 * 144 * d) + 50257 * d + 2 * d
+    t_opt = model["fixed_s"] + model["per_layer_s"] * r["optimal_depth"] + 4 * values / model["bandwidth_bytes_per_s"]
+    budget_ms = math.ceil(1e3 * t_opt) + 1
+    assert main(["query", "--params", "125M", "--max-ms-per-token", str(budget_ms), "--latency", str(COMMITTED),
+                 "--json"]) == 0
+    (a,) = json.loads(capsys.readouterr().out)["latency"]
+    assert a["meets"] and a["optimal"]["seconds_per_token"] == pytest.approx(t_opt, rel=1e-12)
+    assert a["device"] == model["device"] and a["max_abs_rel_residual"] == model["max_abs_rel_residual"]
+    assert main(["query", "--params", "125M", "--max-ms-per-token", str(budget_ms), "--latency", str(COMMITTED)]) == 0
+    assert f"the optimal depth 25.6 (width 638) meets it at {1e3 * t_opt:.4g} ms/token predicted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--params", "125M", "--max-ms-per-token", "-5"], "--max-ms-per-token must be a latency in ms > 0, got '-5'"),
+    (["--params", "125M", "--max-ms-per-token", "50", "--latency", str(REPO / "results/exp-latency/latency_model.json")],
+     "is not a decode-latency model"),
+    (["--params", "125M", "--max-ms-per-token", "1", "--latency", str(COMMITTED)], "no depth 1..205 meets 1 ms/token"),
+    (["--params", "125M", "--latency", str(COMMITTED)], "--latency needs --max-ms-per-token"),
+    (["--layers", "12", "--max-ms-per-token", "50"], "--max-ms-per-token answers --params budgets only"),
+    (["--params", "125M", "--max-ms-per-token", "50", "--latency", "no/such.json"], "no such file"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    assert main(["query", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("depthwidth: error:") and needle in err and "\n" not in err
+
+
+def test_a_file_without_a_fitted_model(tmp_path):
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({"formula": FORMULA, "models": []}))
+    with pytest.raises(UserError, match="holds no fitted model"):
+        lb.load_models(p)
