@@ -199,6 +199,7 @@ def honoured() -> Iterator[None]:
         yield
     finally:
         _honouring = False
+        _received.clear()  # acted on inside the block (check); a later command must not see them
         sys.unraisablehook = prev_hook
         if old_int is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, old_int)
