@@ -94,6 +94,23 @@ def _add_table_args(p: argparse.ArgumentParser) -> None:
                         "with both test losses and CPU models)")
 
 
+def _add_which_law_args(p: argparse.ArgumentParser) -> None:
+    """fit's flags that judge the law's form and its points (docs/results/which-law.md)."""
+    p.add_argument("--compare-forms", action="store_true",
+                   help="also fit every law form (constant, linear-depth, log-depth, saturating) to the crossing "
+                        "points with their joint bootstrap covariance: chi2, AIC, BIC, leave-one-pair-out z and "
+                        "held-out log-likelihood, stored beside the fit (X.json -> X.forms.json; fits.compare)")
+    p.add_argument("--point-estimators", action="store_true",
+                   help="also locate every pair's N* under four estimators (registered, first crossing, straight "
+                        "lines, smooth power-law curves) with per-seed N*, bootstrap and exact seed-enumerated "
+                        "crossing shares (minutes), stored beside the fit (X.json -> X.points.json; "
+                        "fits.point_estimators)")
+    p.add_argument("--rerun-noise", action="store_true",
+                   help="with --reruns first: the loss spread of the runs trained twice and what it moves each N* "
+                        "by (every run jittered by it, 500 draws), stored beside the fit (X.json -> X.reruns.json; "
+                        "fits.reruns)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="transition points and the law ln d_x = a + b*L from sweep results",
                        description="Locate where deeper networks start to win (per depth pair), fit ln d_x = a + "
@@ -124,19 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(fit.json -> estimators.json, X.json -> X.estimators.json; fits.estimators)")
     p.add_argument("--prediction", default=None, metavar="FILE",
                    help="a prediction file (depthwidth predict): also print measured vs predicted for its pairs")
-    p.add_argument("--compare-forms", action="store_true",
-                   help="also fit every law form (constant, linear-depth, log-depth, saturating) to the crossing "
-                        "points with their joint bootstrap covariance: chi2, AIC, BIC, leave-one-pair-out z and "
-                        "held-out log-likelihood, stored beside the fit (X.json -> X.forms.json; fits.compare)")
-    p.add_argument("--point-estimators", action="store_true",
-                   help="also locate every pair's N* under four estimators (registered, first crossing, straight "
-                        "lines, smooth power-law curves) with per-seed N*, bootstrap and exact seed-enumerated "
-                        "crossing shares (minutes), stored beside the fit (X.json -> X.points.json; "
-                        "fits.point_estimators)")
-    p.add_argument("--rerun-noise", action="store_true",
-                   help="with --reruns first: the loss spread of the runs trained twice and what it moves each N* "
-                        "by (every run jittered by it, 500 draws), stored beside the fit (X.json -> X.reruns.json; "
-                        "fits.reruns)")
+    _add_which_law_args(p)
     add_json_flag(p)
     p.set_defaults(func=_fit)
 
