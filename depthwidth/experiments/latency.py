@@ -236,13 +236,13 @@ def time_unit(spec: LatencySpec) -> dict[str, Any]:
             "flops_per_s": fl["total"] / med, "attention_share": fl["attention"] / fl["total"]}
 
 
-def _provenance(threads: int) -> dict[str, Any]:
+def provenance(threads: int) -> dict[str, Any]:
     """The training records' provenance, with the host's thread fields set to what this
     measurement used (hostcpu's cpu_threads is the training rule, 1, not the timing's)."""
     # jax/flax/optax: ~2.7 s at import; only training/evaluation pay it, query must start < 0.5 s
-    from depthwidth.models.train import provenance
+    from depthwidth.models.train import provenance as train_provenance
 
-    prov = provenance()
+    prov = train_provenance()
     prov["host"] = {**prov["host"], "cpu_threads": threads, "cores_visible": os.cpu_count(),
                     "cores_affinity": _affinity(), "pinned": threads == 1}
     return prov
@@ -258,7 +258,7 @@ def measure(results, specs: list[LatencySpec], log: Callable[[str], None] | None
     stored = kinds.done(results, KIND)
     todo = [s for s in specs if kinds.unit_id(KIND, s.to_dict()) not in stored]
     skipped = [kinds.unit_id(KIND, s.to_dict()) for s in specs if s not in todo]
-    prov = _provenance(specs[0].threads) if todo else {}
+    prov = provenance(specs[0].threads) if todo else {}
     measured, flops_done, t_start = [], 0, time.perf_counter()
     flops_of = {s: forward_flops(s.n_layer, s.d_model, s.seq_len, s.batch, s.vocab_size if s.with_head else 0)
                 ["total"] * (s.warmup + s.repeats + 2) for s in todo}  # +2: compile ~ a couple of calls

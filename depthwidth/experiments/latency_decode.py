@@ -30,7 +30,7 @@ from typing import Any
 from depthwidth.config import ModelConfig
 from depthwidth.errors import UserError
 from depthwidth.experiments import kinds
-from depthwidth.experiments.latency import DTYPES, _provenance
+from depthwidth.experiments.latency import DTYPES, provenance
 from depthwidth.theory.decode_bytes import step_bytes
 
 KIND = "latency_decode"
@@ -119,7 +119,7 @@ def measure(results, specs: list[DecodeSpec], log: Callable[[str], None] | None 
     stored = kinds.done(results, KIND)
     todo = [s for s in specs if kinds.unit_id(KIND, s.to_dict()) not in stored]
     skipped = [kinds.unit_id(KIND, s.to_dict()) for s in specs if s not in todo]
-    prov = _provenance(specs[0].threads) if todo else {}
+    prov = provenance(specs[0].threads) if todo else {}
     measured = []
     for i, spec in enumerate(todo, 1):
         t0 = time.perf_counter()

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return exp_latency_decode.run(args, c)
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
-    _refuse_another_machine(args.results, device)
+    refuse_another_machine(args.results, device)
     specs = _specs(c, args, threads, device)
     done = latency.measure(args.results, specs, log=None if args.no_progress else latency.stderr_log)
     ids = {kinds.unit_id(latency.KIND, s.to_dict()) for s in specs}
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_another_machine(results: str, device: str, kind: str = "latency") -> None:
+def refuse_another_machine(results: str, device: str, kind: str = "latency") -> None:
     """UserError when ``results`` is the checkout's :data:`COMMITTED` directory and its records
     of ``kind`` (latency, or latency_decode) were measured on other devices only: measuring there
     would add this machine's records and rewrite the committed model file and figure, so a

@@ -31,12 +31,12 @@ def run(args: argparse.Namespace, c: dict[str, Any]) -> int:
 
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import latency_decode as fit
-    from depthwidth.pipeline.exp_latency import _refuse_another_machine
+    from depthwidth.pipeline.exp_latency import refuse_another_machine
 
     results = args.results
     threads = latency.select_threads(args.threads)  # before jax starts its backend
     device = latency.device_name(threads)
-    _refuse_another_machine(results, device, dl.KIND)
+    refuse_another_machine(results, device, dl.KIND)
     specs = [dl.DecodeSpec(n_layer=L, d_model=d, n_head=c["heads"][d], context=c["seq_len"], new_tokens=c["new_tokens"],
                            batch=c["batch"], dtype=args.dtype, vocab_size=c["vocab_size"], threads=threads,
                            device=device, repeats=c["repeats"]) for L, d in c["shapes"]]
