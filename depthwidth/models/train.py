@@ -342,7 +342,8 @@ class RunLogger:
     they are given the kept lines again, so that a kill loses none of their steps) and a tqdm
     bar (optional).
 
-    ``prior_wall_s`` is the training time logged before the restored step (seconds). For a run
+    ``prior_wall_s`` is the training time logged before the restored step (seconds) and
+    ``prior_loss`` the last kept window's mean loss (nats/token; NaN with none). For a run
     directory on a URL the log is rewritten whole at each window (object stores cannot append)
     and the trackers write to its local mirror (:func:`depthwidth.storage.scratch_dir`).
     ``store``: the results directory (:func:`depthwidth.storage.open_results`).
@@ -354,6 +355,8 @@ class RunLogger:
         path = rdir / storage.LOG
         kept = _read_log(path, start) if start > 0 else []
         self.prior_wall_s = kept[-1].get("wall_s", 0.0) if kept else 0.0
+        # a run stopped in its last step resumes with no step left: its train loss is the logged one
+        self.prior_loss = float(kept[-1].get("loss", math.nan)) if kept else math.nan
         self._fh = self._bar = None
         self._track = tracking.Trackers((), rdir, run_id, {})
         self._last_val: float | None = None
@@ -435,7 +438,7 @@ def _train_loop(engine: Engine, state, prepared: Prepared, ckpt, logger: RunLogg
     """
 
     t, T = engine.cfg.train, engine.cfg.model.seq_len
-    end = _LoopEnd(status="finished", step=start)
+    end = _LoopEnd(status="finished", step=start, last_loss=logger.prior_loss)
     pending, took = part.resume(start) if part else ([], 0.0)
     window_t0 = time.perf_counter() - took  # a window cut by a stop goes on from where it was
     while end.step < stop_at:
