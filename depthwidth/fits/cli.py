@@ -409,32 +409,13 @@ def _comparison_beside(spec: str) -> str | None:
     return path if Path(path).is_file() else None
 
 
-def _forms_predictions(cmp_path: str) -> list[str]:
-    """The pre-registered forms predictions made from a comparison file (by its sha256), as
-    'pair (5,10) predicted in FILE' texts, from results/predictions beside the results folder."""
-    import hashlib
-
-    sha = hashlib.sha256(Path(cmp_path).read_bytes()).hexdigest()
-    pdir = Path(cmp_path).resolve().parent.parent / "predictions"
-    out = []
-    for f in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
-        try:
-            d = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(d, dict) and d.get("format") == "depthwidth-forms-prediction" \
-                and (d.get("comparison") or {}).get("sha256") == sha:
-            pairs = ", ".join(f"({p['pair'][0]},{p['pair'][1]})" for p in d.get("predictions", []))
-            out.append(f"pre-registered {pairs} in {f.name} (judged by `predict --check` once measured)")
-    return out
-
-
 def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_path: str, vocab: int,
                  samples: int) -> int:
     """query --params on a fit with a form comparison beside it: every surviving form answers
     (fits.forms_query); one number only when the comparison prefers one form."""
     # numpy: ~0.1 s at import; only a multi-form answer pays it
     from depthwidth.fits.forms_query import answer_forms
+    from depthwidth.fits.validation import forms_predictions_of
 
     if vocab:
         raise UserError("--vocab: the law forms answer for non-embedding N only; drop --vocab with this fit")
@@ -444,7 +425,8 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
     cmp = load_fit_file(cmp_path, f"{cmp_path} (the form comparison beside --fit)")
     budgets = parse_count_list(args.params, name="--params")
     res = [answer_forms(cmp, cmp_path, B, draws=min(samples, 20000)) for B in budgets]
-    preds = _forms_predictions(cmp_path)
+    preds = [f"pre-registered {', '.join(f'({a},{b})' for a, b in pairs)} in {name} (judged by `predict --check` "
+             "once measured)" for name, pairs in forms_predictions_of(cmp_path)]
     rows = []
     for r in res:
         for f in r["forms"]:
@@ -497,8 +479,10 @@ def _depths(text: str) -> list[float]:
 
 
 def _is_forms_prediction(path: str) -> bool:
+    from depthwidth.fits.validation import FORMS_PREDICTION_FORMAT
+
     try:
-        return json.loads(storage.read_bytes(path)).get("format") == "depthwidth-forms-prediction"
+        return json.loads(storage.read_bytes(path)).get("format") == FORMS_PREDICTION_FORMAT
     except (OSError, ValueError, AttributeError):
         return False  # read_prediction says what is wrong with it
 

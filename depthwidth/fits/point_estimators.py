@@ -203,7 +203,7 @@ def point_estimators(table, *, pairs: str = "doubling", bootstrap: int = 1000, s
     for Ls, Ld in pair_list:
         s, d = data[Ls], data[Ld]
         for name in ESTIMATORS:
-            sm = (lambda r: (smooth(r, Ls), smooth(r, Ld))) if name == "smooth" else (lambda r: None)
+            sm = (lambda r, Ls=Ls, Ld=Ld: (smooth(r, Ls), smooth(r, Ld))) if name == "smooth" else (lambda r: None)
             v = _estimate(name, s.x, s.y, d.x, d.y, sm(None))
             xb = np.array([_estimate(name, s.x, means[Ls][r], d.x, means[Ld][r], sm(r)) for r in range(bootstrap)],
                           dtype=object)

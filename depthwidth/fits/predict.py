@@ -78,9 +78,9 @@ from depthwidth.fits.options import ASSIGN, MIN_FRACTION
 from depthwidth.fits.projections import MAX_BUDGET
 from depthwidth.fits.transitions import assigned_depth
 from depthwidth.fits.validation import (  # noqa: F401 -- this module's API since before validation had them
+    NO_SUCH_PAIR,
     PREDICTION_FORMAT,
     PREDICTION_VERSION,
-    NO_SUCH_PAIR,
     _num,
     read_prediction,
 )

@@ -34,18 +34,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import math
 import statistics
 from typing import Any
 
-from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.compare import COMPARE_FORMAT, Z95, predict_pair
 from depthwidth.fits.options import MIN_FRACTION
+from depthwidth.fits.validation import FORMS_PREDICTION_FORMAT, read_document
 from depthwidth.records import code_is_dirty, code_revision
 
-FORMS_PREDICTION_FORMAT = "depthwidth-forms-prediction"
 FORMS_PREDICTION_VERSION = 1
 _N = statistics.NormalDist()
 
@@ -152,12 +150,7 @@ def predict_forms(cmp: dict[str, Any], source: str, raw: bytes, pairs: list[tupl
 
 def read_forms_prediction(path: str) -> dict[str, Any]:
     """A forms-prediction file; UserError (one line) when absent, unreadable or of another format."""
-    try:
-        d = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        raise UserError(f"prediction file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read prediction file {path}: {e}") from None
+    d = read_document(path)
     if not isinstance(d, dict) or d.get("format") != FORMS_PREDICTION_FORMAT \
             or d.get("version") != FORMS_PREDICTION_VERSION or not isinstance(d.get("predictions"), list):
         raise UserError(f"{path}: not a forms-prediction file (format {FORMS_PREDICTION_FORMAT!r}, "

@@ -49,6 +49,7 @@ from depthwidth.fits.options import ASSIGN
 from depthwidth.units import format_count
 
 PREDICTION_FORMAT = "depthwidth-prediction"
+FORMS_PREDICTION_FORMAT = "depthwidth-forms-prediction"  # fits.predict_forms: one pair under every law form
 PREDICTION_VERSION = 1
 VERDICT_FORMAT = "depthwidth-verdict"
 VERDICT_VERSION = 1
@@ -57,14 +58,20 @@ VERDICTS = "verdicts"  # the folder of verdict files, inside the predictions fol
 NO_SUCH_PAIR = "the measured fit has no such pair: its records lack one of the depths"
 
 
+def read_document(path: str, what: str = "prediction file") -> Any:
+    """The parsed JSON at ``path`` (a local path or URL); UserError (one line) when it is absent
+    or unreadable, naming it as ``what``."""
+    try:
+        return json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise UserError(f"{what} not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"cannot read {what} {path}: {e}") from None
+
+
 def read_prediction(path: str) -> dict[str, Any]:
     """A prediction file as a dict; UserError (one line) when absent, unreadable or malformed."""
-    try:
-        d = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        raise UserError(f"prediction file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"cannot read prediction file {path}: {e}") from None
+    d = read_document(path)
     if not isinstance(d, dict) or d.get("format") != PREDICTION_FORMAT or d.get("version") != PREDICTION_VERSION:
         raise UserError(f"{path}: not a depthwidth prediction file (format {PREDICTION_FORMAT!r}, "
                         f"version {PREDICTION_VERSION})")
@@ -162,6 +169,25 @@ def predictions_dir(fit_path: str | Path) -> Path:
     """Where the predictions made from a fit file are kept: results/predictions beside the fit's
     results directory (``results/law-long/fit.json`` -> ``results/predictions``)."""
     return Path(fit_path).resolve().parent.parent / "predictions"
+
+
+def forms_predictions_of(cmp_path: str) -> list[tuple[str, list[list[int]]]]:
+    """(file name, predicted pairs) of every forms prediction (``predict --forms``) in the
+    predictions folder (:func:`predictions_dir`) made from the form comparison at ``cmp_path``,
+    matched by the comparison's sha256 as the prediction file stores it. Unreadable files are
+    skipped: they are not this comparison's record."""
+    sha = _sha256(Path(cmp_path).read_bytes())
+    pdir = predictions_dir(cmp_path)
+    out = []
+    for f in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
+        try:
+            d = json.loads(f.read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("format") == FORMS_PREDICTION_FORMAT \
+                and (d.get("comparison") or {}).get("sha256") == sha:
+            out.append((f.name, [list(p["pair"]) for p in d.get("predictions", [])]))
+    return out
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -116,7 +116,7 @@ def _train_run(cfg: RunConfig, results_dir: str | Path, *, data_dir, resume: boo
                                              f"and saved a checkpoint there: the same command resumes from step {end.step}")
             if end.status == "finished" and end.step < t.steps:
                 return None  # stopped early on purpose (stop_after); the checkpoint holds the state
-            final = _final_eval(engine, state["params"], prepared, end.status)
+            final = _final_eval_or_stop(engine, state, prepared, end, cfg.run_id(), t.steps)
             logger.summary({"status": final.status, "test_loss": final.test_loss, "val_loss": final.val_loss})
     rec = _record(cfg, rcfg, engine, prepared, final, end, meter, start=start, prior_wall_s=logger.prior_wall_s)
     if main:
@@ -534,6 +534,20 @@ def _final_eval(engine: Engine, params, prepared: Prepared, status: str) -> _Fin
     if why:
         return _FinalEval("diverged", test_sequences=n_test, diverged_reason=why)
     return _FinalEval("finished", val_loss, test_loss, n_test, chunks)
+
+
+def _final_eval_or_stop(engine: Engine, state, prepared: Prepared, end: _LoopEnd, run_id: str, steps: int) -> _FinalEval:
+    """:func:`_final_eval`, where a Ctrl-C or SIGTERM stops the run as one in its last step does:
+    the checkpoint of that step is on disk (the loop saves at its last step), so the message
+    says where the rerun resumes (its evaluation is redone, the result is the same)."""
+    try:
+        return _final_eval(engine, state["params"], prepared, end.status)
+    except KeyboardInterrupt as e:
+        if end.status != "finished" or isinstance(e, interrupts.Interrupted):
+            raise
+        raise interrupts.Interrupted(interrupts.exit_code(e) - 128,
+                                     f"{run_id} stopped at step {end.step} of {steps} in its final evaluation, with "
+                                     f"a checkpoint there: the same command resumes from step {end.step}") from None
 
 
 def _record(cfg: RunConfig, rcfg: RunConfig, engine: Engine, prepared: Prepared, ev: _FinalEval,

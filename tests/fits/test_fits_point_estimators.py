@@ -62,7 +62,7 @@ def test_per_seed_and_table_values(table36):
     reg = next(r for r in out["rows"] if r["estimator"] == "registered")
     data = {L: _DepthData(table36, L) for L in (3, 6)}
     for s in (0, 1, 2):
-        ys = [np.array([l[dd.seeds[i].index(s)] for i, l in enumerate(dd.losses)]) for dd in (data[3], data[6])]
+        ys = [np.array([row[dd.seeds[i].index(s)] for i, row in enumerate(dd.losses)]) for dd in (data[3], data[6])]
         c = find_crossing(data[3].x, ys[0], data[6].x, ys[1])
         assert reg["per_seed"][str(s)] == pytest.approx(math.exp(c.x_star))
     fit = json.loads((ROOT / "results" / "predict-36" / "fit.json").read_text())

@@ -337,8 +337,13 @@ def test_a_signal_in_the_last_step_resumes_to_the_same_record(tmp_path, monkeypa
         return real_batch(data, seed, step, *a)
 
     monkeypatch.setattr(train_mod, "get_batch", batch)
-    with pytest.raises(interrupts.Interrupted) as got:
-        train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    # CI starts the suite in the background, where SIGINT arrives ignored (and stays so: nohup's rule)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(interrupts.Interrupted) as got:
+            train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert str(got.value).endswith("stopped at step 20 of 20 and saved a checkpoint there: "
                                    "the same command resumes from step 20")
     monkeypatch.undo()
@@ -346,3 +351,30 @@ def test_a_signal_in_the_last_step_resumes_to_the_same_record(tmp_path, monkeypa
     same = ("steps", "tokens", "train_loss", "val_loss", "test_loss", "test_loss_chunks")
     assert {k: rec[k] for k in same} == {k: ref[k] for k in same}
     assert rec["train_loss"] is not None
+
+
+def test_a_signal_in_the_final_evaluation_stops_with_the_resume_line(tmp_path, monkeypatch):
+    # After the last step the loop's handlers are gone; a Ctrl-C in the final evaluation is a
+    # plain KeyboardInterrupt. It stops the run with the same one line as a stop in a step
+    # (the last step's checkpoint is on disk), and the rerun gives the uninterrupted record.
+    import signal
+
+    from depthwidth import interrupts
+    from depthwidth.models import train as train_mod
+
+    ref = train_run(CFG, tmp_path / "ref", progress=False, verbose=False)
+    real_eval = train_mod._final_eval
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "_final_eval", ctrl_c)
+    with pytest.raises(interrupts.Interrupted) as got:
+        train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    assert got.value.signum == signal.SIGINT and interrupts.exit_code(got.value) == 130
+    assert str(got.value).endswith("stopped at step 20 of 20 in its final evaluation, with a checkpoint there: "
+                                   "the same command resumes from step 20")
+    monkeypatch.setattr(train_mod, "_final_eval", real_eval)
+    rec = train_run(CFG, tmp_path / "b", progress=False, verbose=False)
+    same = ("steps", "train_loss", "val_loss", "test_loss", "test_loss_chunks")
+    assert {k: rec[k] for k in same} == {k: ref[k] for k in same}
