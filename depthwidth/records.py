@@ -353,16 +353,48 @@ def write_json_atomic(path: str | Path, obj: Any, *, exclusive: bool = False) ->
     return write_atomic(path, json_text(obj), exclusive=exclusive)
 
 
-def relative_to(path: str | Path, base_dir: str | Path) -> str:
-    """``path`` relative to ``base_dir`` (with ``..`` where needed; POSIX separators).
+def stored_path(path: str | Path, base_dir: str | Path) -> str:
+    """``path`` as a result file in ``base_dir`` stores it: the one rule of docs/guide/sweeps.md
+    ("Paths in result files").
 
-    Result files store the paths they mention relative to their own directory, so a file's
-    bytes do not depend on the current directory or on where the checkout lies. A URL on
-    either side has no such relation: ``path`` is returned as it is.
+    Relative to ``base_dir`` (POSIX separators, ``..`` where needed) when ``path`` lies in the
+    same tree: under ``base_dir``, or in the same git checkout as ``base_dir`` (so committed
+    files name their neighbours, ``../law-long``, the same on every clone); absolute otherwise
+    (``fit --out /tmp/fit.json`` stores where the records are, not a path from ``/tmp``). A URL
+    on either side is stored as given. :func:`resolve_stored` reads it back.
     """
     if storage.is_url(path) or storage.is_url(base_dir):
         return str(path)
-    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(base_dir))).as_posix()
+    target, base = os.path.abspath(path), os.path.abspath(base_dir)
+    rel = os.path.relpath(target, base)
+    if rel == os.curdir or not rel.startswith(os.pardir) or _same_checkout(target, base):
+        return Path(rel).as_posix()
+    return Path(target).as_posix()
+
+
+def resolve_stored(stored: str, file: str | Path) -> str:
+    """A path that the result file ``file`` stores (:func:`stored_path`), as a path usable from
+    here: an absolute path or URL as it is, a relative one joined to the file's folder."""
+    if storage.is_url(stored) or Path(stored).is_absolute():
+        return stored
+    base = storage.path(file).path if storage.scheme(file) == "file" else str(file)
+    if storage.is_url(base):  # a relative path in a bucket's file: taken as written (no folder to join)
+        return stored
+    return str(Path(base).absolute().parent / stored)
+
+
+def _git_root(path: str) -> str | None:
+    """The nearest folder at or above ``path`` holding ``.git`` (a checkout or a worktree), or None."""
+    d = Path(path)
+    for p in (d, *d.parents):
+        if (p / ".git").exists():
+            return str(p)
+    return None
+
+
+def _same_checkout(target: str, base: str) -> bool:
+    root = _git_root(base)
+    return root is not None and _git_root(target) == root
 
 
 def write_record(results: str | Path, rec: Record) -> Path:

@@ -187,6 +187,16 @@ def release(store: ResultsStore, claim: Claim) -> None:
     _HELD.discard(claim.token)
 
 
+def release_token(store: ResultsStore, run_id: str, token: str) -> bool:
+    """Delete ``run_id``'s claim file if it carries ``token``; True if it did. For a claim whose
+    holder is known to be gone (a Ray task cancelled by force: the driver gave it the token)."""
+    cur = store.read_json(claim_rel(run_id))
+    if not (isinstance(cur, dict) and cur.get("token") == token):
+        return False
+    store.remove(claim_rel(run_id))
+    return True
+
+
 class Heartbeat:
     """Background thread refreshing ``claim.heartbeat_at`` every ``interval_s`` while training.
 

@@ -48,7 +48,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from depthwidth import interrupts, storage
 from depthwidth.data.corpora import DATA_ENV
@@ -61,6 +61,7 @@ RAY_MISSING = "--ray needs Ray: pip install 'depthwidth[ray]'"
 DEFAULT_MAX_RETRIES = 3
 STRATEGIES = ("STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")  # Ray placement group strategies
 CANCEL_GRACE_S = 30.0  # how long Ctrl-C waits for cancelled tasks to release their claims
+FORCE_WAIT_S = 5.0  # then how long for the tasks cancelled by force (their workers exit)
 
 
 @dataclass(frozen=True)
@@ -363,10 +364,17 @@ def _task_kw(data_dir, trackers: tuple[str, ...], verbose: bool) -> dict[str, An
     return kw
 
 
+class Submitted(NamedTuple):
+    """One run's task: its job and the claim token it was given (:func:`train_task`)."""
+
+    job: runner.Job
+    token: str
+
+
 def _submit(ray, todo: list[runner.Job], opts: RayOptions, kw: dict[str, Any], **task_kw: Any) -> dict:
-    """One task per job (``task_kw``: train_task's timing and engine arguments); {ref: job}. The
-    tasks' environment gets the object-store clients' (:func:`depthwidth.storage.client_env`,
-    e.g. an emulator's endpoint) under ``--ray-env``."""
+    """One task per job (``task_kw``: train_task's timing and engine arguments); {ref:
+    :class:`Submitted`}. The tasks' environment gets the object-store clients'
+    (:func:`depthwidth.storage.client_env`, e.g. an emulator's endpoint) under ``--ray-env``."""
     env = {**storage.client_env(), **opts.env}
     task = ray.remote(**dataclasses.replace(opts, env=env).task_options())(train_task)
     group = dataclasses.replace(opts, env=env) if opts.hosts_per_run > 1 else None
@@ -374,7 +382,8 @@ def _submit(ray, todo: list[runner.Job], opts: RayOptions, kw: dict[str, Any], *
     for job in todo:
         remote_job = job if storage.is_url(job.results) else \
             dataclasses.replace(job, results=str(Path(job.results).absolute()))
-        refs[task.remote(remote_job, uuid.uuid4().hex, train_kw=kw, group=group, **task_kw)] = job
+        token = uuid.uuid4().hex
+        refs[task.remote(remote_job, token, train_kw=kw, group=group, **task_kw)] = Submitted(job, token)
     return refs
 
 
@@ -395,24 +404,34 @@ def _slots(ray, opts: RayOptions) -> int:
 
 
 def _collect(ray, refs: dict, sweep: runner.SweepProgress, opts: RayOptions, log: Callable[[str], None]) -> None:
-    """Wait for the tasks, file each outcome in ``sweep``'s report, log progress; on Ctrl-C or a
-    UserError from a run, cancel what is left (:func:`_cancel`) and re-raise."""
+    """Wait for the tasks ({ref: :class:`Submitted`}), file each outcome in ``sweep``'s report,
+    log progress; on Ctrl-C, SIGTERM or a UserError from a run, cancel what is left
+    (:func:`_cancel`) and re-raise."""
     pending = list(refs)
     slots = _slots(ray, opts)
     try:
         while pending:
             # A timeout, so that Ctrl-C and SIGTERM reach Python between waits.
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            # Ray's C++ turns a KeyboardInterrupt raised by our handler inside its calls into a
+            # status; a call that drops that status drops the Ctrl-C: the CLI's record of the
+            # signal (interrupts.honoured) stops the loop all the same.
+            interrupts.check()
             for ref in ready:
-                job = refs[ref]
+                job = refs[ref].job
                 try:
-                    out = ray.get(ref)
+                    out = ray.get(ref, timeout=60)
                 except ray.exceptions.RayError as e:  # the worker or node died more than max_retries times
                     out = {"outcome": "failed", "error": f"{type(e).__name__}: {str(e).splitlines()[0]}", "traceback": ""}
                 _file(job, out, sweep, log)
-                log(_status_line(sweep, [refs[r] for r in pending], slots, job, out))
+                log(_status_line(sweep, [refs[r].job for r in pending], slots, job, out))
+    except KeyboardInterrupt:
+        _cancel(ray, {r: refs[r] for r in pending}, log)
+        # Ray raises a plain KeyboardInterrupt of its own in place of our Terminated: SIGTERM exits 143
+        interrupts.check()
+        raise
     except BaseException:
-        _cancel(ray, pending, log)
+        _cancel(ray, {r: refs[r] for r in pending}, log)
         raise
 
 
@@ -447,20 +466,39 @@ def _status_line(sweep: runner.SweepProgress, pending: list[runner.Job], slots: 
             f"ETA {runner.fmt_duration(eta)}")
 
 
-def _cancel(ray, pending: list, log: Callable[[str], None]) -> None:
-    """Cancel the tasks not yet finished and give running ones ``CANCEL_GRACE_S`` to stop.
+def _cancel(ray, pending: dict, log: Callable[[str], None]) -> None:
+    """Cancel the tasks not yet finished ({ref: :class:`Submitted`}); give running ones
+    ``CANCEL_GRACE_S`` to stop, then stop the rest by force. Never waits longer than that (plus
+    :data:`FORCE_WAIT_S`).
 
-    ``force=False`` raises KeyboardInterrupt inside a running task, so its claim is released and
-    its last checkpoint stays; a second Ctrl-C skips the wait. A KeyboardInterrupt that lands in
-    a jax callback while the worker still compiles can be swallowed there; that task then dies
-    with the cluster, and its claim (dead pid) is left to the claims' stale rules.
+    ``force=False`` raises KeyboardInterrupt inside a running task (Ray's ``ray.cancel``), so
+    it checkpoints the step it reached, its claim is released and the record is not written; a
+    second Ctrl-C skips the wait. A task that has not stopped by then (a KeyboardInterrupt
+    swallowed in a jax callback, a compile that holds the signal longer than the grace) is
+    cancelled with ``force=True``: its worker exits, and once Ray reports it ended the driver
+    removes the claim that carries its token (:func:`depthwidth.experiments.claims.release_token`).
     """
     if not pending:
         return
-    log(f"[sweep ray] cancelling {len(pending)} task(s)")
+    t0 = time.monotonic()
+    log(f"[sweep ray] cancelling {len(pending)} task(s); a running one checkpoints its step first")
+    left = list(pending)
     try:
         for ref in pending:
             ray.cancel(ref, force=False)
-        ray.wait(pending, num_returns=len(pending), timeout=CANCEL_GRACE_S)
+        _, left = ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_GRACE_S)
     except KeyboardInterrupt:
         pass
+    if left:
+        log(f"[sweep ray] {len(left)} task(s) still running after {time.monotonic() - t0:.0f} s: stopped by force")
+        ended = []
+        try:
+            for ref in left:
+                ray.cancel(ref, force=True)
+            ended, _ = ray.wait(left, num_returns=len(left), timeout=FORCE_WAIT_S)
+        except KeyboardInterrupt:
+            pass
+        for ref in ended:  # its worker is gone: its claim would only wait for the stale rules
+            sub = pending[ref]
+            claims.release_token(storage.open_results(sub.job.results), sub.job.run_id, sub.token)
+    log(f"[sweep ray] tasks cancelled in {time.monotonic() - t0:.1f} s")

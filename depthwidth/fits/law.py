@@ -31,7 +31,9 @@ Top level::
     table               {"results": str, "n_records": int, "n_used": int, "n_cells": int,
                          "excluded": [{"run_id", "n_layer", "d_model", "seed", "status", "reason"}],
                          "unfinished": [run_id, ...]}
-                        (``results`` relative to the fit file's folder: "." when it lies in it)
+                        (``results``, ``also``, ``cells_of``: by the rule of stored paths,
+                        records.stored_path: relative to the fit file's folder, "." when it lies
+                        in it, when in its tree or checkout; else absolute)
     warnings            [str, ...]
     depthwidth_version  str
 

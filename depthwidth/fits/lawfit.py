@@ -43,7 +43,7 @@ from depthwidth.fits.forms import (  # InsufficientPoints is re-exported: caller
 from depthwidth.fits.law import FIT_FORMAT, FIT_VERSION, levine2020
 from depthwidth.fits.options import ASSIGN, MIN_FRACTION, FitOptions
 from depthwidth.fits.transitions import USABLE, TransitionPoint, assigned_depth, compute_transitions
-from depthwidth.records import relative_to
+from depthwidth.records import stored_path
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
@@ -150,20 +150,21 @@ def point_correlation(points: list[TransitionPoint], boot: np.ndarray) -> dict[s
 
 def stored_fit(fit: dict[str, Any], path: str | Path) -> dict[str, Any]:
     """``fit`` as written to ``path``: its ``table.results`` (and ``table.lr_tuned.dirs``, ``table.also``,
-    ``table.cells_of``) relative to the file's folder
-    (:func:`depthwidth.records.relative_to`), so the file is the same from any directory."""
+    ``table.cells_of``) stored by the one rule of result files (:func:`depthwidth.records.stored_path`:
+    relative to the file's folder when in its tree or checkout, else absolute), so the file is the
+    same from any directory."""
     table = fit.get("table")
     if not isinstance(table, dict) or not table.get("results"):
         return fit
     parent = str(path).rsplit("/", 1)[0] if storage.is_url(path) else Path(path).parent
-    stored = {**table, "results": relative_to(table["results"], parent)}
+    stored = {**table, "results": stored_path(table["results"], parent)}
     if isinstance(table.get("lr_tuned"), dict):
         tuned = table["lr_tuned"]
-        stored["lr_tuned"] = {**tuned, "dirs": [relative_to(d, parent) for d in tuned["dirs"]]}
+        stored["lr_tuned"] = {**tuned, "dirs": [stored_path(d, parent) for d in tuned["dirs"]]}
     if table.get("also"):
-        stored["also"] = [relative_to(d, parent) for d in table["also"]]
+        stored["also"] = [stored_path(d, parent) for d in table["also"]]
     if table.get("cells_of"):
-        stored["cells_of"] = relative_to(table["cells_of"], parent)
+        stored["cells_of"] = stored_path(table["cells_of"], parent)
     return {**fit, "table": stored}
 
 

@@ -19,6 +19,7 @@ from depthwidth import storage
 from depthwidth.errors import UserError
 from depthwidth.fits.law import BUILTIN_LAWS, FIT_FORMAT, FIT_VERSION, law_from_fit_dict, load_fit_file
 from depthwidth.fits.options import FitOptions
+from depthwidth.records import resolve_stored
 
 
 @dataclass
@@ -60,14 +61,9 @@ def _check_fit_dict(fit: Any, source: str) -> dict[str, Any]:
 
 
 def _beside(fitted_on: str, fit_path) -> str:
-    """The results directory a fit file names, which it stores relative to its own folder
-    (:func:`depthwidth.fits.lawfit.stored_fit`), as a path from here (a URL as it is)."""
-    if storage.is_url(fitted_on) or Path(fitted_on).is_absolute():
-        return fitted_on
-    base = storage.path(fit_path).path if storage.scheme(fit_path) == "file" else str(fit_path)
-    if storage.is_url(base):
-        return fitted_on
-    return str(Path(base).absolute().parent / fitted_on)
+    """The results directory a fit file names (stored by :func:`depthwidth.fits.lawfit.stored_fit`),
+    as a path from here (:func:`depthwidth.records.resolve_stored`)."""
+    return resolve_stored(fitted_on, fit_path)
 
 
 def _shown(d: str) -> str:

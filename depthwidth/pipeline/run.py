@@ -26,7 +26,7 @@ from depthwidth.fits.lawfit import build_fit, stored_fit
 from depthwidth.fits.options import FitOptions
 from depthwidth.paper_figs import make_all
 from depthwidth.pipeline.summary import corpus_summary, summary_markdown
-from depthwidth.records import relative_to
+from depthwidth.records import stored_path
 
 if TYPE_CHECKING:  # the runner is imported when a sweep runs: not by every CLI start (depthwidth.cli)
     from depthwidth.experiments.executors import Executor
@@ -69,7 +69,7 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
         "complete": rep.complete and not rep.failed, "sweep": rep.to_dict(), "corpora": per,
         "files": [str(out_root / "summary.json"), str(out_root / "summary.md")],
     }
-    # Stored without timings, and with paths relative to out_root (records.relative_to), so
+    # Stored without timings, and with paths by the rule of result files (records.stored_path), so
     # regenerating from finished records leaves the file byte-identical from any directory.
     stored = _stored_paths({**summary, "sweep": {k: v for k, v in summary["sweep"].items() if k != "wall_s"}},
                            out_root)
@@ -84,8 +84,8 @@ def reproduce(preset, results: str | Path, *, out: str | Path | None = None,
 
 
 def _stored_paths(summary: dict[str, Any], base: Path) -> dict[str, Any]:
-    """The summary with every path it names made relative to ``base`` (summary.json's folder)."""
-    rel = lambda p: relative_to(p, base) if p else p  # noqa: E731
+    """The summary with every path it names as stored in ``base`` (summary.json's folder; records.stored_path)."""
+    rel = lambda p: stored_path(p, base) if p else p  # noqa: E731
     corpora = {}
     for corpus, c in summary["corpora"].items():
         c = {**c, "results": rel(c["results"]), "fit_path": rel(c["fit_path"]),

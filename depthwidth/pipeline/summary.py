@@ -24,6 +24,7 @@ from depthwidth import storage
 from depthwidth.fits.law import levine2020
 from depthwidth.fits.lawfit import THEORY_SLOPE  # ln 3: ln d_x = L ln 3 at the threshold L_th = log3(d_x)
 from depthwidth.fits.transitions import format_fraction, format_interval
+from depthwidth.records import stored_path
 from depthwidth.units import format_count
 
 
@@ -232,10 +233,8 @@ def summary_markdown(s: dict[str, Any]) -> str:
 
 
 def _rel(path: str, base: Path) -> str:
+    """``path`` as summary.md (in ``base``) shows it: the rule of stored paths (records.stored_path)."""
     if storage.is_url(path) or storage.is_url(base):
         prefix = str(base).rstrip("/") + "/"
         return path[len(prefix):] if path.startswith(prefix) else path
-    try:
-        return str(Path(path).resolve().relative_to(Path(base).resolve()))
-    except ValueError:
-        return str(path)
+    return stored_path(path, base)
