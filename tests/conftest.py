@@ -21,6 +21,7 @@ from depthwidth import hostcpu  # noqa: E402
 
 hostcpu.pin_one_core()
 
+import signal  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -73,3 +74,13 @@ def engine_env(corpora_dir, tmp_path_factory):
     env["DEPTHWIDTH_DATA"] = str(corpora_dir)
     env.setdefault("DEPTHWIDTH_CACHE", str(tmp_path_factory.mktemp("depthwidth-cache")))
     return env
+
+
+@pytest.fixture
+def interactive_sigint():
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal. CI starts the suite in
+    the background, where SIGINT arrives ignored, and the code keeps an ignored SIGINT ignored
+    (nohup's rule): a test that sends itself SIGINT sets Python's handler first."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

@@ -277,7 +277,7 @@ def test_cancel_stops_by_force_the_tasks_that_ignore_it_within_the_grace_and_fre
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("ray_does", ["raises its own KeyboardInterrupt", "drops it"])
-def test_a_signal_inside_a_ray_call_stops_the_sweep_as_that_signal(sig, ray_does):
+def test_a_signal_inside_a_ray_call_stops_the_sweep_as_that_signal(sig, ray_does, interactive_sigint):
     from depthwidth import interrupts
 
     def signal_inside_ray():

@@ -80,19 +80,20 @@ def test_directories_of_other_protocols_or_the_same_run_twice_are_refused(dirs, 
         load_table(rule, tune_lr=[tmp_path / "missing"])
 
 
-def test_cli_fit_tune_lr_needs_out_and_stores_dirs_relative_to_the_fit(dirs, tmp_path, capsys, monkeypatch):
+def test_cli_fit_tune_lr_needs_out_and_stores_its_dirs_by_the_stored_path_rule(dirs, tmp_path, capsys, monkeypatch):
     rule, half = dirs
     assert main(["fit", "--results", str(rule), "--tune-lr", str(half)]) != 0
     err = capsys.readouterr().err
     assert "--tune-lr needs --out" in err and len(err.strip().splitlines()) == 1
-    out = tmp_path / "fits" / "tuned.json"  # in a directory of its own: the paths it stores are relative to it
+    out = tmp_path / "fits" / "tuned.json"  # a folder of its own, outside the records' tree and any checkout
     out.parent.mkdir()  # fit refuses an --out whose directory is missing
     assert main(["fit", "--results", str(rule), "--tune-lr", str(half), "--out", str(out), "--bootstrap", "20"]) == 0
     text = capsys.readouterr().out
     assert "  L2 d32: lr 0.005 of 0.005 (1.4050), 0.01 (1.4550), seeds 0,1\n" in text
     assert "  L2 d64: lr 0.006 of 0.006 (1.3000), seeds 0,1 (0.003: fewer seeds, left out)" in text
     stored = json.loads(out.read_text())["table"]
-    assert stored["results"] == "../rule" and stored["lr_tuned"]["dirs"] == ["../half"]
+    # records.stored_path: a directory outside the fit file's tree (and no shared checkout) is absolute
+    assert stored["results"] == rule.as_posix() and stored["lr_tuned"]["dirs"] == [half.as_posix()]
 
 
 def test_bad_tune_directories_are_refused_and_counts_are_named(dirs, tmp_path):

@@ -114,14 +114,6 @@ def test_a_full_disk_is_one_line_exit_1_and_the_run_resumes_exactly(tmp_path, en
     assert rec["test_loss"] == reference["test_loss"]
 
 
-@pytest.fixture
-def interactive_sigint():
-    """SIGINT raises KeyboardInterrupt in this process, as in a terminal (not under nohup)."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, old)
-
-
 def test_deferred_holds_a_signal_until_the_block_ends(interactive_sigint):
     done = []
     with pytest.raises(KeyboardInterrupt):

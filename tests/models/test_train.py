@@ -271,7 +271,7 @@ def test_unwritable_out_is_one_line(capsys):
     assert len(err) == 1 and "/dev/null exists and is not a directory" in err[0]
 
 
-def test_a_second_signal_during_the_stop_checkpoint_waits_for_it(tmp_path, monkeypatch):
+def test_a_second_signal_during_the_stop_checkpoint_waits_for_it(tmp_path, monkeypatch, interactive_sigint):
     # Issue 40: Ctrl-C lands in step 7 (no checkpoint due before 10), SIGTERM while the stop
     # saves the checkpoint of step 7. The save completes; the run stops there (SIGINT's 130)
     # and resumes from step 7 to the uninterrupted result.
@@ -299,12 +299,8 @@ def test_a_second_signal_during_the_stop_checkpoint_waits_for_it(tmp_path, monke
 
     monkeypatch.setattr(train_mod, "get_batch", batch)
     monkeypatch.setattr(ocp.CheckpointManager, "save", save)
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(interrupts.Interrupted) as got:
-            train_run(CFG, tmp_path / "b", progress=False, verbose=False)
-    finally:
-        signal.signal(signal.SIGINT, old)
+    with pytest.raises(interrupts.Interrupted) as got:
+        train_run(CFG, tmp_path / "b", progress=False, verbose=False)
     assert got.value.signum == signal.SIGINT and interrupts.exit_code(got.value) == 130
     assert str(got.value).endswith("stopped at step 7 of 20 and saved a checkpoint there: "
                                    "the same command resumes from step 7")
@@ -318,7 +314,7 @@ def test_a_second_signal_during_the_stop_checkpoint_waits_for_it(tmp_path, monke
     assert [(e["step"], e["loss"], e["grad_norm"]) for e in la] == [(e["step"], e["loss"], e["grad_norm"]) for e in lb]
 
 
-def test_a_signal_in_the_last_step_resumes_to_the_same_record(tmp_path, monkeypatch):
+def test_a_signal_in_the_last_step_resumes_to_the_same_record(tmp_path, monkeypatch, interactive_sigint):
     # A Ctrl-C in step 20 of 20: the checkpoint of step 20 is saved and the run stops before
     # its evaluation; the rerun has no step left to train, yet its record is the uninterrupted
     # one, train loss (the last logged window's mean) included. CI found train_loss None here.
@@ -337,13 +333,8 @@ def test_a_signal_in_the_last_step_resumes_to_the_same_record(tmp_path, monkeypa
         return real_batch(data, seed, step, *a)
 
     monkeypatch.setattr(train_mod, "get_batch", batch)
-    # CI starts the suite in the background, where SIGINT arrives ignored (and stays so: nohup's rule)
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(interrupts.Interrupted) as got:
-            train_run(CFG, tmp_path / "b", progress=False, verbose=False)
-    finally:
-        signal.signal(signal.SIGINT, old)
+    with pytest.raises(interrupts.Interrupted) as got:
+        train_run(CFG, tmp_path / "b", progress=False, verbose=False)
     assert str(got.value).endswith("stopped at step 20 of 20 and saved a checkpoint there: "
                                    "the same command resumes from step 20")
     monkeypatch.undo()
