@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator
 
 __all__ = ["Terminated", "Interrupted", "Stop", "sigterm_raises", "deferred", "graceful", "honoured", "check",
-           "exit_code"]
+           "exit_code", "sigint_handled"]
 
 # Signals received in this process since :func:`honoured` began (the CLI's command), in order;
 # nothing is recorded outside it (a library caller, a test), so check() there raises nothing.
@@ -118,6 +118,23 @@ def deferred():
             handler(held[0], None)
         else:
             _raise_for(held[0])
+
+
+@contextlib.contextmanager
+def sigint_handled():
+    """Within the block, SIGINT raises KeyboardInterrupt even where it arrived ignored; the old
+    handler comes back after. For a process whose SIGINT belongs to another program, not to a
+    user's terminal: a Ray worker, where ``ray.cancel`` is ``_thread.interrupt_main``, which does
+    nothing while SIGINT is ignored (a cluster started in the background, as CI starts its tests,
+    hands its workers an ignored SIGINT: cancelled tasks ran on until Ray killed them)."""
+    if not _main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 class Stop:

@@ -64,6 +64,15 @@ def cli_cmd():
 
 
 @pytest.fixture(scope="session")
+def terminal_cli_cmd():
+    """argv prefix of the CLI as a terminal starts it, for tests that send it SIGINT: CI starts
+    the suite in the background, where SIGINT arrives ignored and children inherit that (the
+    CLI keeps an ignored SIGINT ignored, nohup's rule), so it sets Python's handler first."""
+    return [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from depthwidth.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="session")
 def engine_env(corpora_dir, tmp_path_factory):
     """Environment of a `depthwidth` subprocess: the corpora (tiny shakespeare at least), one CPU device (no fake
     8-device flag), and one prepared-data + compilation cache shared by the session's tests

@@ -264,6 +264,14 @@ def train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_a
     "failed" or "user_error" ("error", one line; "traceback"). Only a dead process (which Ray
     retries) ends it otherwise; KeyboardInterrupt (ray.cancel) releases the claim and re-raises.
     """
+    with interrupts.sigint_handled():  # ray.cancel interrupts the main thread: a SIGINT Python must handle
+        return _train_task(job, token, train_kw=train_kw, stale_after_s=stale_after_s, settle_s=settle_s,
+                           heartbeat_s=heartbeat_s, train_fn=train_fn, compile_cache=compile_cache, group=group)
+
+
+def _train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_after_s: float, settle_s: float,
+                heartbeat_s: float, train_fn: Callable[..., dict[str, Any] | None] | None,
+                compile_cache: str | Path | None | bool, group: RayOptions | None) -> dict[str, Any]:
     store = storage.open_results(job.results)
     rel = f"runs/{job.run_id}/record.json"
     if isinstance(rec := store.read_json(rel), dict):

@@ -174,19 +174,14 @@ class _DieOn:
         return rec
 
 
-# Only the hang is tolerated (pytest.fail below): a wrong exit code, a traceback or a claim left
-# behind still fails. The CI hang it was filed for (2 of 3 runs under 2 xdist workers) never
-# reproduced on the dev machine, so it is not shown fixed; a CI run that shows it reads XFAIL
-# with the driver's stderr and every thread's stack.
-@pytest.mark.xfail(strict=False, raises=pytest.fail.Exception,
-                   reason="not shown fixed: in 2 of 3 CI runs under load before issue 40 the Ray driver had not "
-                          "exited 90 s after Ctrl-C; it did not reproduce on the dev machine after the fix")
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, ray_cluster, engine_env, cli_cmd,
-                                                                      sig, code):
+def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, ray_cluster, engine_env,
+                                                                      terminal_cli_cmd, sig, code):
     pytest.importorskip("ray")
     results = tmp_path / "r"
-    cmd = cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--ray", "local", "--ray-num-cpus", "2",
+    # The CI hang this test was filed for (xfail until here): CI starts the suite with SIGINT
+    # ignored, the driver inherited that and kept ignoring it, so Ctrl-C never reached it
+    cmd = terminal_cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--ray", "local", "--ray-num-cpus", "2",
                      "--set", "train.steps=5000", "--no-progress"]  # long runs: still training when stopped
     # PYTHONFAULTHANDLER: a driver still there at the deadline prints every thread's stack on SIGABRT
     p = subprocess.Popen(cmd, env={**engine_env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,

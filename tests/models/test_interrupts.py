@@ -48,19 +48,15 @@ def _wait_for_checkpoints(out, n, proc, timeout=300):
     raise AssertionError("no checkpoints appeared")
 
 
-# The CLI as a terminal starts it: Ctrl-C raises KeyboardInterrupt. Under nohup (or a pytest-xdist
-# worker) SIGINT arrives ignored and children inherit that, so the test sets Python's handler.
-_INTERACTIVE = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                "from depthwidth.cli import main; sys.exit(main())"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_checkpointing_is_one_line_and_the_run_resumes_exactly(sig, tmp_path, engine_env, cli_cmd,
-                                                                                reference):
+                                                                                terminal_cli_cmd, reference):
     # Before: 37-200 lines of asyncio tracebacks for SIGINT (3 of 4 tries), and SIGTERM killed
     # `train` silently with status -15.
     out = tmp_path / "r"
-    proc = subprocess.Popen(_INTERACTIVE + ARGS + ["--out", str(out)], env=engine_env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(terminal_cli_cmd + ARGS + ["--out", str(out)], env=engine_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for_checkpoints(out, 2, proc)
     time.sleep(0.3)
@@ -112,6 +108,23 @@ def test_a_full_disk_is_one_line_exit_1_and_the_run_resumes_exactly(tmp_path, en
     assert (tmp_path / "rc2").read_text().strip() == "0", (tmp_path / "err2").read_text()[-2000:]
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "kept").glob("*/record.json")]
     assert rec["test_loss"] == reference["test_loss"]
+
+
+def test_a_ray_cancel_stops_a_task_whose_process_arrived_with_sigint_ignored():
+    # ray.cancel(force=False) is _thread.interrupt_main() in the worker, a no-op while SIGINT is
+    # ignored: CI's Ray workers inherited that, and cancelled tasks trained on until killed by force
+    import _thread
+
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _thread.interrupt_main()
+        time.sleep(0.05)  # ignored: nothing raised
+        with pytest.raises(KeyboardInterrupt), interrupts.sigint_handled():
+            _thread.interrupt_main()
+            time.sleep(0.05)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # restored after the block
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def test_deferred_holds_a_signal_until_the_block_ends(interactive_sigint):
@@ -258,7 +271,7 @@ def _started_training(out, proc, size0, timeout=300):
     raise AssertionError("training did not start")
 
 
-def test_random_interruptions_resume_from_the_step_reached_bit_for_bit(tmp_path, engine_env, cli_cmd):
+def test_random_interruptions_resume_from_the_step_reached_bit_for_bit(tmp_path, engine_env, cli_cmd, terminal_cli_cmd):
     import random
 
     # JAX's persistent compilation cache: each restart loads the step instead of compiling it (~25 s here)
@@ -273,7 +286,7 @@ def test_random_interruptions_resume_from_the_step_reached_bit_for_bit(tmp_path,
         logs = list((out / "runs").glob("*/log.jsonl")) if (out / "runs").exists() else []
         size0 = logs[0].stat().st_size if logs else 0
         before = logs[0].read_bytes() if logs else b""
-        proc = subprocess.Popen(_INTERACTIVE + STOPS + ["--out", str(out)], env=env, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(terminal_cli_cmd + STOPS + ["--out", str(out)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         sig = (signal.SIGINT, signal.SIGTERM)[len(stops) % 2]
         if len(stops) < 8 and _started_training(out, proc, size0):
