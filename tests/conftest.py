@@ -65,9 +65,10 @@ def cli_cmd():
 
 @pytest.fixture(scope="session")
 def terminal_cli_cmd():
-    """argv prefix of the CLI as a terminal starts it, for tests that send it SIGINT: CI starts
-    the suite in the background, where SIGINT arrives ignored and children inherit that (the
-    CLI keeps an ignored SIGINT ignored, nohup's rule), so it sets Python's handler first."""
+    """argv prefix of the CLI as a terminal starts it, for tests that send it SIGINT: a suite
+    started as a background job (``cmd &`` in a script, nohup) has SIGINT ignored, children
+    inherit that, and the CLI keeps an ignored SIGINT ignored (nohup's rule); so it sets
+    Python's handler first."""
     return [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
             "from depthwidth.cli import main; sys.exit(main())"]
 
@@ -87,9 +88,9 @@ def engine_env(corpora_dir, tmp_path_factory):
 
 @pytest.fixture
 def interactive_sigint():
-    """SIGINT raises KeyboardInterrupt in this process, as in a terminal. CI starts the suite in
-    the background, where SIGINT arrives ignored, and the code keeps an ignored SIGINT ignored
-    (nohup's rule): a test that sends itself SIGINT sets Python's handler first."""
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal. A suite started as a
+    background job has SIGINT ignored, and the code keeps an ignored SIGINT ignored (nohup's
+    rule): a test that sends itself SIGINT sets Python's handler first."""
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, old)

@@ -179,8 +179,8 @@ def test_ctrl_c_cancels_the_tasks_releases_their_claims_and_exits_130(tmp_path, 
                                                                       terminal_cli_cmd, sig, code):
     pytest.importorskip("ray")
     results = tmp_path / "r"
-    # The CI hang this test was filed for (xfail until here): CI starts the suite with SIGINT
-    # ignored, the driver inherited that and kept ignoring it, so Ctrl-C never reached it
+    # As a terminal starts it: started from a shell's background job, the driver inherits SIGINT
+    # ignored and keeps it so (nohup's rule), and this test hung to its 90 s limit (2 of 2 runs)
     cmd = terminal_cli_cmd + ["sweep", "--preset", "smoke", "--results", str(results), "--ray", "local", "--ray-num-cpus", "2",
                      "--set", "train.steps=5000", "--no-progress"]  # long runs: still training when stopped
     # PYTHONFAULTHANDLER: a driver still there at the deadline prints every thread's stack on SIGABRT
