@@ -318,6 +318,7 @@ def _parse_fraction(text: str, name: str) -> float:
 def _query(args: argparse.Namespace) -> int:
     # loaded when the command runs: building the parser (--help, query) stays < 0.5 s
     from depthwidth.fits import projections as P
+    from depthwidth.fits.form_evidence import evidence_line
     from depthwidth.fits.validation import law_validation
 
     law = load_law(args.fit, args.cov)
@@ -347,6 +348,7 @@ def _query(args: argparse.Namespace) -> int:
     comparison = _comparison_beside(args.fit)
     if comparison is not None and args.params is not None:
         return _query_forms(args, law, validation, comparison, vocab, samples)
+    evidence = _form_evidence(args.fit, law) if comparison is None else []
     if args.params is not None:
         budgets = parse_count_list(args.params, name="--params")
         try:
@@ -393,11 +395,21 @@ def _query(args: argparse.Namespace) -> int:
         heads = ["shape", "size", "opt. depth", "opt. width", "L/L_opt", f"{format_level(level)} CI", "verdict"]
 
     latency = latency_budget.apply(args, res if args.params is not None else [], vocab)  # issue 44: --max-ms-per-token
-    text = "\n".join([_law_header(law, vocab), validation["text"], _table(heads, rows), *extra, *_notes(law, res),
-                      *latency])
-    res = [{**r, "validation": validation} for r in res]
+    text = "\n".join([_law_header(law, vocab), validation["text"], *(evidence_line(e) for e in evidence),
+                      _table(heads, rows), *extra, *_notes(law, res), *latency])
+    res = [{**r, "validation": validation, "form_evidence": evidence} for r in res]
     emit(args, res[0] if len(res) == 1 else res, text)
     return 0
+
+
+def _form_evidence(spec: str, law) -> list[dict[str, Any]]:
+    """The form comparisons that pooled this fit's records (fits.form_evidence); none for the
+    built-in laws and for fit files on a bucket."""
+    from depthwidth.fits.form_evidence import comparisons_covering
+
+    if spec in BUILTIN_LAWS or storage.is_url(spec):
+        return []
+    return comparisons_covering(spec, law.form.formula)
 
 
 def _comparison_beside(spec: str) -> str | None:
