@@ -427,7 +427,7 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
     (fits.forms_query); one number only when the comparison prefers one form."""
     # numpy: ~0.1 s at import; only a multi-form answer pays it
     from depthwidth.fits.forms_query import answer_forms
-    from depthwidth.fits.validation import forms_predictions_of
+    from depthwidth.fits.forms_record import favoured_forms, form_statuses, forms_record, record_texts
 
     if vocab:
         raise UserError("--vocab: the law forms answer for non-embedding N only; drop --vocab with this fit")
@@ -436,17 +436,21 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
                         "several (query the comparison's forms without a latency budget)")
     cmp = load_fit_file(cmp_path, f"{cmp_path} (the form comparison beside --fit)")
     budgets = parse_count_list(args.params, name="--params")
+    record = forms_record(cmp_path)  # bad verdict files: one line, before any work
     res = [answer_forms(cmp, cmp_path, B, draws=min(samples, 20000)) for B in budgets]
-    preds = [f"pre-registered {', '.join(f'({a},{b})' for a, b in pairs)} in {name} (judged by `predict --check` "
-             "once measured)" for name, pairs in forms_predictions_of(cmp_path)]
+    preds = record_texts(record)
+    judged = form_statuses(record)  # a column only once a pre-registered test has judged the forms
+    favoured = favoured_forms(record)
     rows = []
     for r in res:
         for f in r["forms"]:
             ci = f["depth_ci95"]
             rows.append([format_count(r["budget"]), f["form"], f"{f['depth']:.1f}",
                          "-" if ci is None else f"[{ci[0]:.1f}, {ci[1]:.1f}]", _w(f["width"]), _ratio(f["aspect"]),
-                         f"{f['aic_weight']:.2f}", "-" if f["heldout_loglik"] is None else f"{f['heldout_loglik']:.2f}"])
-    heads = ["budget", "form", "opt. depth", "95% CI depth", "opt. width", "d/L", "AIC weight", "held-out loglik"]
+                         f"{f['aic_weight']:.2f}", "-" if f["heldout_loglik"] is None else f"{f['heldout_loglik']:.2f}"]
+                        + (["; ".join(judged.get(f["form"], [])) or "-"] if judged else []))
+    heads = ["budget", "form", "opt. depth", "95% CI depth", "opt. width", "d/L", "AIC weight", "held-out loglik",
+             *(["pre-registered test"] if judged else [])]
     lines = [f"law forms of {cmp_path} (fits.compare; N = 12*L*d_x^2 non-embedding): surviving "
              + ", ".join(f["form"] for f in res[0]["forms"])
              + (f"; excluded {', '.join(res[0]['excluded'])}" if res[0]["excluded"] else ""),
@@ -458,12 +462,19 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
         lines.append(f"{format_count(r['budget'])}: {spread}; " + (
             f"the comparison prefers {r['preferred']}: {r['single_answer']['depth']:.1f} layers"
             if r["single_answer"] else "no form is preferred, so no single answer"))
+        for pair, form, weight in favoured:
+            f = next((x for x in r["forms"] if x["form"] == form), None)
+            if f is not None:
+                ci = "" if f["depth_ci95"] is None else f" [{f['depth_ci95'][0]:.1f}, {f['depth_ci95'][1]:.1f}]"
+                lines.append(f"{format_count(r['budget'])}: the pre-registered {pair} favours {form} (updated weight "
+                             f"{weight:.2f}): {f['depth']:.1f} layers{ci}")
     lines.append(f"rule: {res[0]['rule']}")
     top = max((p["N_star"] for p in cmp["points"]), default=None)
     if top and any(B > 10 * top for B in budgets):
         lines.append(f"note: the forms were fitted on transitions up to N* = {format_count(top)}; budgets far above "
                      "that are extrapolations, where the forms diverge")
-    out = [{**r, "comparison": cmp_path, "forms_predictions": preds, "validation": validation} for r in res]
+    out = [{**r, "comparison": cmp_path, "forms_predictions": preds, "forms_record": record, "validation": validation}
+           for r in res]
     emit(args, out[0] if len(out) == 1 else out, "\n".join(lines))
     return 0
 
@@ -544,9 +555,12 @@ def format_forms_prediction(out: dict[str, Any]) -> list[str]:
 def _check_forms(args: argparse.Namespace, fit: dict[str, Any]) -> int:
     # numpy/scipy: ~0.9 s at import; only judging pays it
     from depthwidth.fits import predict_forms as PF
+    from depthwidth.fits.forms_record import forms_verdict_record
 
-    if args.pairs or args.out:
-        raise UserError("predict --check takes only --fit (the measured fit): no --pairs or --out")
+    if args.pairs:
+        raise UserError("predict --check takes --fit (the measured fit) and --out (the verdict file), no --pairs")
+    if args.out:
+        _check_out_dir(args.out, example="verdict.json")
     pred = PF.read_forms_prediction(args.check)
     rows = PF.verdict_forms(pred, fit)
     lines = [f"measured {args.fit} against {args.check} (rule: the prediction file's 'rule'):"]
@@ -561,7 +575,14 @@ def _check_forms(args: argparse.Namespace, fit: dict[str, Any]) -> int:
                          + (f", updated weight {f['updated_weight']:.3f}" if f.get("updated_weight") is not None else ""))
         if v["favoured"]:
             lines.append(f"    favoured: {v['favoured']}")
-    emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows}, "\n".join(lines))
+    if args.out:  # derived: the same inputs rewrite the same bytes (fits.forms_record)
+        rec = forms_verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
+                                   storage.read_bytes(args.fit), rows)
+        store, name = storage.store_of_file(args.out)
+        store.write(name, storage.json_text(rec))
+        lines.append(f"wrote {args.out}")
+    emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows, "out": args.out},
+         "\n".join(lines))
     return 0
 
 

@@ -12,6 +12,8 @@ results directory (``results/law-long/fit.json`` -> ``results/*/*.forms.json``, 
 -> ``X.json``) read every results directory this fit read, as ``--results`` or ``--also``. The comparison
 beside the fit itself is not listed here: query answers under its forms directly.
 
+When a pre-registered forms prediction from the comparison has been judged
+(:mod:`depthwidth.fits.forms_record`), the line adds this form's status in that test.
 The Akaike weights are the comparison's own (Burnham & Anderson 2002, 2.9), not recomputed.
 Unreadable files are skipped: they are not evidence, and a comparison is never required.
 """
@@ -22,7 +24,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.fits.compare import COMPARE_FORMAT
+from depthwidth.fits.forms_record import form_statuses, forms_record
 from depthwidth.records import resolve_stored
 
 
@@ -76,6 +80,10 @@ def comparisons_covering(fit_path: str, formula: str) -> list[dict[str, Any]]:
             continue
         forms = [f for f in cmp["forms"] if isinstance(f, dict) and isinstance(f.get("key"), str)]
         this = next((f for f in forms if f.get("formula") == formula), None)
+        try:
+            tests = form_statuses(forms_record(str(cmp_path))).get(this["key"], []) if this else []
+        except UserError as e:  # a broken verdict is the comparison's problem: said, not fatal here
+            tests = [f"its record cannot be read ({e})"]
         out.append({
             "comparison": _rel(cmp_path, root),
             "fit": _rel(pooled_fit, root),
@@ -85,6 +93,7 @@ def comparisons_covering(fit_path: str, formula: str) -> list[dict[str, Any]]:
             "aic_weights": {f["key"]: float(f["aic_weight"]) for f in forms},
             "excluded": [f["key"] for f in forms if f.get("excluded")],
             "preferred": cmp.get("preferred"),
+            "tests": tests,
         })
     return out
 
@@ -104,5 +113,6 @@ def evidence_line(entry: dict[str, Any]) -> str:
                 f"{w[entry['form']]:.2f}")
     pref = (f"the comparison prefers {entry['preferred']}" if entry["preferred"]
             else "no form is preferred")
-    return (f"forms: {head} (others: {others}{excl}); {pref}; "
+    tests = f"; pre-registered test of {entry['form']}: {', '.join(entry['tests'])}" if entry["tests"] else ""
+    return (f"forms: {head} (others: {others}{excl}); {pref}{tests}; "
             f"`query --fit {entry['fit']}` answers under every surviving form")

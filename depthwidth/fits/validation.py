@@ -51,6 +51,7 @@ from depthwidth.units import format_count
 PREDICTION_FORMAT = "depthwidth-prediction"
 FORMS_PREDICTION_FORMAT = "depthwidth-forms-prediction"  # fits.predict_forms: one pair under every law form
 PREDICTION_VERSION = 1
+FORMS_VERDICT_FORMAT = "depthwidth-forms-verdict"  # fits.forms_record: the verdict of a forms prediction
 VERDICT_FORMAT = "depthwidth-verdict"
 VERDICT_VERSION = 1
 VERDICTS = "verdicts"  # the folder of verdict files, inside the predictions folder
@@ -152,7 +153,11 @@ def _row_ok(v: Any) -> bool:
 
 def read_verdict(path: Path) -> dict[str, Any]:
     """A verdict file as a dict; UserError (one line) when unreadable or malformed."""
-    _, d = _read_json(path, "verdict file")
+    return _verdict_of(_read_json(path, "verdict file")[1], path)
+
+
+def _verdict_of(d: Any, path: Path) -> dict[str, Any]:
+    """``d``, parsed from the verdict file ``path``, when well formed; UserError (one line) otherwise."""
     ok = (isinstance(d, dict) and d.get("format") == VERDICT_FORMAT and d.get("version") == VERDICT_VERSION
           and all(isinstance(d.get(k), dict) and isinstance(d[k].get("path"), str)
                   and isinstance(d[k].get("sha256"), str) for k in ("prediction", "measured_fit"))
@@ -169,25 +174,6 @@ def predictions_dir(fit_path: str | Path) -> Path:
     """Where the predictions made from a fit file are kept: results/predictions beside the fit's
     results directory (``results/law-long/fit.json`` -> ``results/predictions``)."""
     return Path(fit_path).resolve().parent.parent / "predictions"
-
-
-def forms_predictions_of(cmp_path: str) -> list[tuple[str, list[list[int]]]]:
-    """(file name, predicted pairs) of every forms prediction (``predict --forms``) in the
-    predictions folder (:func:`predictions_dir`) made from the form comparison at ``cmp_path``,
-    matched by the comparison's sha256 as the prediction file stores it. Unreadable files are
-    skipped: they are not this comparison's record."""
-    sha = _sha256(Path(cmp_path).read_bytes())
-    pdir = predictions_dir(cmp_path)
-    out = []
-    for f in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
-        try:
-            d = json.loads(f.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if isinstance(d, dict) and d.get("format") == FORMS_PREDICTION_FORMAT \
-                and (d.get("comparison") or {}).get("sha256") == sha:
-            out.append((f.name, [list(p["pair"]) for p in d.get("predictions", [])]))
-    return out
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -296,7 +282,10 @@ def law_validation(spec: str, law: Law) -> dict[str, Any]:
     preds = {s: (f, s, d) for f, s, d in (_predictions_of(fit, sha, pdir, root) if pdir.is_dir() else [])}
     rows: dict[tuple[str, tuple[int, int]], list[tuple[dict, str, str]]] = {}
     for vf in sorted((pdir / VERDICTS).glob("*.json")) if preds else []:
-        v = read_verdict(vf)
+        _, d = _read_json(vf, "verdict file")
+        if isinstance(d, dict) and d.get("format") == FORMS_VERDICT_FORMAT:
+            continue  # the verdict of a forms prediction (fits.forms_record), not of a one-form law's
+        v = _verdict_of(d, vf)
         if v["prediction"]["fit_sha256"] != sha and v["prediction"]["sha256"] not in preds:
             continue  # the verdict of another fit's prediction
         _check_verdict(vf, v, preds, root)
