@@ -474,6 +474,19 @@ def _status_line(sweep: runner.SweepProgress, pending: list[runner.Job], slots: 
             f"ETA {runner.fmt_duration(eta)}")
 
 
+def _claim_state(sub: Submitted) -> str:
+    """Whether a task had started its run when it was stopped by force: its claim file carries
+    the task's token once the task began (claims.try_claim). Said in the log so that a task that
+    missed the grace can be told apart: one still starting (worker start, imports) or one training."""
+    try:
+        cur = storage.open_results(sub.job.results).read_json(claims.claim_rel(sub.job.run_id))
+    except Exception:  # noqa: BLE001 -- a diagnostic: it must not stop the cancel
+        return "claim unreadable"
+    if isinstance(cur, dict) and cur.get("token") == sub.token:
+        return "had claimed its run"
+    return "had not claimed its run yet"
+
+
 def _cancel(ray, pending: dict, log: Callable[[str], None]) -> None:
     """Cancel the tasks not yet finished ({ref: :class:`Submitted`}); give running ones
     ``CANCEL_GRACE_S`` to stop, then stop the rest by force. Never waits longer than that (plus
@@ -498,7 +511,8 @@ def _cancel(ray, pending: dict, log: Callable[[str], None]) -> None:
     except KeyboardInterrupt:
         pass
     if left:
-        log(f"[sweep ray] {len(left)} task(s) still running after {time.monotonic() - t0:.0f} s: stopped by force")
+        log(f"[sweep ray] {len(left)} task(s) still running after {time.monotonic() - t0:.0f} s: stopped by force: "
+            + ", ".join(f"{pending[ref].job.run_id} ({_claim_state(pending[ref])})" for ref in left))
         ended = []
         try:
             for ref in left:

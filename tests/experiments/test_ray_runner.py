@@ -263,6 +263,9 @@ def test_cancel_stops_by_force_the_tasks_that_ignore_it_within_the_grace_and_fre
     assert time.monotonic() - t0 < 5
     assert ray.cancels == [(r, False) for r in "abc"] + [(r, True) for r in "abc"] and ray.stopped == {"a", "b", "c"}
     assert "3 task(s) still running after 0 s: stopped by force" in lines[1]
+    # which of them had begun training: the log says, per run (a claim carrying the task's token)
+    assert lines[1].endswith(f"{jobs[0].run_id} (had claimed its run), {jobs[1].run_id} (had claimed its run), "
+                             f"{jobs[2].run_id} (had not claimed its run yet)")
     # the claims those tasks held are gone; another worker's stays
     assert [store.exists(claims.claim_rel(j.run_id)) for j in jobs] == [False, False, True]
     obeyed = _FakeRay(obeys=True)
