@@ -290,7 +290,9 @@ def _train_task(job: runner.Job, token: str, *, train_kw: dict[str, Any], stale_
                     rec = train_group(job, group, train_kw=train_kw, train_fn=train_fn,
                                       log=_log)
                 else:
-                    rec = runner.LazyTrainFn(train_fn, compile_cache).get()(job.cfg, job.results, **train_kw)
+                    fn = runner.LazyTrainFn(train_fn, compile_cache).get()  # jax's import: seconds under load
+                    interrupts.check()  # a cancel whose KeyboardInterrupt the import swallowed stops here
+                    rec = fn(job.cfg, job.results, **train_kw)
             except UserError as e:
                 return {"outcome": "user_error", "error": str(e)}
             except Exception as e:  # one broken run (a bug, out of memory) must not stop the sweep
