@@ -130,8 +130,8 @@ def sigint_handled():
     Two ways a cancel was lost there (measured, Ray 2.60, 2 CPUs under load): a worker started
     from a background job inherits an ignored SIGINT, and the cancelled task ran on to its end;
     and a KeyboardInterrupt raised inside jax's ``_xla_gc_callback`` (a task still importing jax
-    or starting its backend) is printed as "Exception ignored" and dropped. Every task that had
-    to be stopped by force in 6 probe runs had the second in its worker's log. Remembered, the
+    or starting its backend) is printed as "Exception ignored" and dropped. In 8 probe and test runs
+    every task stopped by force had the second in its worker's log (docs/scale/ray.md). Remembered, the
     signal stops the training loop at its first step (:func:`graceful`)."""
     global _honouring
     if not _main_thread():
