@@ -26,6 +26,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.fits.forms_record import form_statuses, forms_record
+from depthwidth.fits.validation import _rel
 from depthwidth.records import resolve_stored
 
 
@@ -44,13 +45,6 @@ def _results_dirs(fit_path: Path, fit: Any) -> list[Path]:
         return []
     stored = [table["results"], *[p for p in table.get("also") or [] if isinstance(p, str)]]
     return [Path(resolve_stored(p, fit_path)).resolve() for p in stored]
-
-
-def _rel(p: Path, root: Path) -> str:
-    try:
-        return str(p.relative_to(root))
-    except ValueError:
-        return str(p)
 
 
 def comparisons_covering(fit_path: str, formula: str) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ whose prediction or measured fit changed after it was written no longer applies.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -29,16 +28,14 @@ from depthwidth.fits.validation import (
     FORMS_PREDICTION_FORMAT,
     FORMS_VERDICT_FORMAT,
     VERDICTS,
+    _rel,
+    _sha256,
     predictions_dir,
 )
 from depthwidth.units import format_count
 
 FORMS_VERDICT_VERSION = 1
 OUTCOMES = ("resolved", "deeper_worse_throughout", "deeper_better_throughout", "not resolved", "not measured")
-
-
-def _sha256(raw: bytes) -> str:
-    return hashlib.sha256(raw).hexdigest()
 
 
 def forms_verdict_record(prediction: dict[str, Any], prediction_path: str, prediction_raw: bytes,
@@ -85,10 +82,6 @@ def _read(path: Path) -> tuple[bytes, Any]:
         return raw, json.loads(raw)
     except (OSError, ValueError):
         return b"", None
-
-
-def _rel(p: Path, root: Path) -> str:
-    return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
 
 
 def forms_record(cmp_path: str) -> list[dict[str, Any]]:
