@@ -576,10 +576,8 @@ def _check_forms(args: argparse.Namespace, fit: dict[str, Any]) -> int:
         if v["favoured"]:
             lines.append(f"    favoured: {v['favoured']}")
     if args.out:  # derived: the same inputs rewrite the same bytes (fits.forms_record)
-        rec = forms_verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
-                                   storage.read_bytes(args.fit), rows)
-        store, name = storage.store_of_file(args.out)
-        store.write(name, storage.json_text(rec))
+        _write_verdict(args.out, forms_verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
+                                                      storage.read_bytes(args.fit), rows))
         lines.append(f"wrote {args.out}")
     emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows, "out": args.out},
          "\n".join(lines))
@@ -644,14 +642,18 @@ def _check(args: argparse.Namespace, fit: dict, P) -> int:
     diff = P.protocol_differences(pred, fit)
     lines = format_verdicts(rows, args.check, args.fit, diff)
     if args.out:  # a verdict is derived, so rewriting it with the same inputs gives the same bytes
-        rec = verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
-                             storage.read_bytes(args.fit), rows, diff)
-        store, name = storage.store_of_file(args.out)
-        store.write(name, storage.json_text(rec))
+        _write_verdict(args.out, verdict_record(pred, args.check, storage.read_bytes(args.check), args.fit,
+                                                storage.read_bytes(args.fit), rows, diff))
         lines.append(f"wrote {args.out}")
     emit(args, {"prediction": args.check, "measured_fit": args.fit, "verdicts": rows,
                 "protocol_differences": diff, "out": args.out}, "\n".join(lines))
     return 0
+
+
+def _write_verdict(out: str, doc: dict[str, Any]) -> None:
+    """Write a verdict file (one-form or forms): derived, so the same inputs rewrite the same bytes."""
+    store, name = storage.store_of_file(out)
+    store.write(name, storage.json_text(doc))
 
 
 def format_verdicts(rows: list[dict[str, Any]], pred_path: str, fit_path: str,
