@@ -255,6 +255,43 @@ def test_generated_verdict_counts_records_then_judges(tmp_path, monkeypatch):
     assert gen.progress("predict-36 r") == "`predict-36`: records for 1 of its 24 grid runs and 1 refinement run in `r`"
 
 
+def test_generated_forms_verdict_reads_the_committed_verdict_file(tmp_path, monkeypatch, capsys):
+    """The (5,10) block shows the verdict file as written by predict --check (here on a made-up
+    measured point), says which step is missing before it exists, and fails on a stale file."""
+    import json
+    import shutil
+
+    from depthwidth.cli import main
+    from depthwidth.errors import UserError
+
+    gen = _gen()
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    pred, fit, vf = ("results/predictions/forms-510.json", "results/predict-510/fit.json",
+                     "results/predictions/verdicts/forms-510.predict-510.json")
+    (tmp_path / "results/predictions/verdicts").mkdir(parents=True)
+    shutil.copy(REPO / pred, tmp_path / pred)
+    arg = f"{vf} predict-510 results/predict-510"
+    assert gen.forms_verdict(arg) == ("`predict-510`: records for 0 of its 24 grid runs in `results/predict-510`; "
+                                      "no fit yet, so no verdict.")
+    (tmp_path / fit).parent.mkdir(parents=True)
+    (tmp_path / fit).write_text(json.dumps({"points": [{
+        "L_s": 5, "L_d": 10, "status": "crossing", "N_star": 250e3, "ln_N_star": math.log(250e3),
+        "N_star_ci95": [180e3, 340e3], "sigma_ln_N_star": 0.2, "bootstrap_fraction": 0.99,
+        "N_range": [156e3, 1.73e6]}], "not_fitted": [], "no_crossing": []}))
+    assert gen.forms_verdict(arg).endswith(f"no verdict file yet (`predict --check ... --fit {fit} --out {vf}`).")
+    assert main(["predict", "--check", pred, "--fit", fit, "--out", vf]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / vf).read_text())["verdicts"][0]["forms"]
+    out = gen.forms_verdict(arg)
+    assert "(5, 10): **resolved**, measured N* 250K, favoured: **saturating**" in out
+    for r in rows:  # every form's row, as the file holds it
+        assert f"| {r['form']} | {r['z']:+.2f} | {r['status']} | {r['updated_weight']:.3f} |" in out
+    (tmp_path / fit).write_text((tmp_path / fit).read_text() + "\n")
+    with pytest.raises(UserError, match="measured fit results/predict-510/fit.json is missing or changed"):
+        gen.forms_verdict(arg)
+
+
 def test_generated_layout_lists_every_module_and_the_reference_every_command():
     gen = _gen()
     layout = gen.layout()

@@ -16,7 +16,7 @@ A page asks for generated text with a marker on a line of its own::
     <!-- gen: forms FILE -->                    the law forms judged side by side (fit --compare-forms' JSON)
     <!-- gen: forms-prediction FILE -->         a forms prediction (predict --forms): every form's N*, separations
     <!-- gen: point-estimators FILE -->         N* per pair under every estimator (fit --point-estimators' JSON)
-    <!-- gen: forms-verdict PRED PRESET RESULTS -->  the forms verdict for RESULTS/fit.json (or the runs done)
+    <!-- gen: forms-verdict VERDICT PRESET RESULTS -->  the committed forms verdict file (or the runs done)
 
 Figures under ``results/*/figures/`` are served at ``assets/results/<dir>/figures/<name>`` (added
 to the site by :func:`on_files`), so a page links them as e.g.
@@ -354,25 +354,38 @@ def point_estimators(path: str) -> str:
 
 
 def forms_verdict(arg: str) -> str:
-    """The forms verdict (``predict --check`` of a forms prediction) once ``RESULTS/fit.json``
-    exists; before that, how many of the preset's runs have records."""
-    from depthwidth.fits.predict_forms import read_forms_prediction, verdict_forms
+    """The committed forms verdict file VERDICT (written by ``predict --check FORMS_PREDICTION
+    --fit RESULTS/fit.json --out VERDICT``), read as it is, not recomputed; before it exists, how
+    many of the preset's runs have records. A verdict whose prediction or measured fit changed
+    since it was written fails the build (UserError), as ``query`` refuses it."""
+    from depthwidth.errors import UserError
+    from depthwidth.fits.forms_record import check_forms_verdict
+    from depthwidth.fits.validation import _sha256
 
-    pred_path, preset, results = arg.split()
-    fit = REPO / results / "fit.json"
+    vpath, preset, results = arg.split()
     head = progress(f"{preset} {results}")
-    if not fit.is_file():
-        return head + "; no fit yet, so no verdict."
-    out = [head + "."]
-    for v in verdict_forms(read_forms_prediction(str(REPO / pred_path)), json.loads(fit.read_text())):
-        m = v.get("measured") or {}
-        out += ["", f"({v['pair'][0]}, {v['pair'][1]}): **{v['outcome']}**"
+    if not (REPO / vpath).is_file():
+        fit = f"{results}/fit.json"
+        return head + ("; no verdict file yet (`predict --check ... --fit " + fit + f" --out {vpath}`)."
+                       if (REPO / fit).is_file() else "; no fit yet, so no verdict.")
+    v = check_forms_verdict(json.loads((REPO / vpath).read_text()), vpath)
+    for what in ("prediction", "measured_fit"):
+        f = REPO / v[what]["path"]
+        if not f.is_file() or _sha256(f.read_bytes()) != v[what]["sha256"]:
+            raise UserError(f"{vpath}: its {what.replace('_', ' ')} {v[what]['path']} is missing or changed since "
+                            f"the verdict was written: rerun depthwidth predict --check {v['prediction']['path']} "
+                            f"--fit {v['measured_fit']['path']} --out {vpath}")
+    out = [head + f"; verdict file `{vpath}` (prediction `{v['prediction']['path']}`, measured fit "
+           f"`{v['measured_fit']['path']}`)."]
+    for r in v["verdicts"]:
+        m = r.get("measured") or {}
+        out += ["", f"({r['pair'][0]}, {r['pair'][1]}): **{r['outcome']}**"
                 + (f", measured N* {fmt_count(m['N_star'])}" if m.get("N_star") else "")
-                + (f", favoured: **{v['favoured']}**" if v["favoured"] else "")]
-        if v["forms"]:
+                + (f", favoured: **{r['favoured']}**" if r.get("favoured") else "")]
+        if r["forms"]:
             out += ["", "| form | z or P(outcome) | status | updated weight |", "|---|---|---|---|"]
             out += [f"| {x['form']} | " + (f"{x['z']:+.2f}" if "z" in x else f"{x['probability_of_outcome']:.3g}")
-                    + f" | {x['status']} | {_num(x.get('updated_weight'), '{:.3f}')} |" for x in v["forms"]]
+                    + f" | {x['status']} | {_num(x.get('updated_weight'), '{:.3f}')} |" for x in r["forms"]]
     return "\n".join(out)
 
 
