@@ -462,12 +462,14 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
         lines.append(f"{format_count(r['budget'])}: {spread}; " + (
             f"the comparison prefers {r['preferred']}: {r['single_answer']['depth']:.1f} layers"
             if r["single_answer"] else "no form is preferred, so no single answer"))
-        for pair, form, weight in favoured:
-            f = next((x for x in r["forms"] if x["form"] == form), None)
+        for fav in favoured:
+            f = next((x for x in r["forms"] if x["form"] == fav["form"]), None)
             if f is not None:
                 ci = "" if f["depth_ci95"] is None else f" [{f['depth_ci95'][0]:.1f}, {f['depth_ci95'][1]:.1f}]"
-                lines.append(f"{format_count(r['budget'])}: the pre-registered {pair} favours {form} (updated weight "
-                             f"{weight:.2f}): {f['depth']:.1f} layers{ci}")
+                weight = (f" and updated weight {fav['weight']:.2f}" if fav["top_form"] == fav["form"] else
+                          f"; updated weight {fav['weight']:.2f}, below {fav['top_form']}'s {fav['top_weight']:.2f}")
+                lines.append(f"{format_count(r['budget'])}: the pre-registered {fav['pair']} favours {fav['form']} "
+                             f"(highest predictive likelihood{weight}): {f['depth']:.1f} layers{ci}")
     lines.append(f"rule: {res[0]['rule']}")
     top = max((p["N_star"] for p in cmp["points"]), default=None)
     if top and any(B > 10 * top for B in budgets):

@@ -153,7 +153,7 @@ def _row_text(r: dict[str, Any], verdict_file: str) -> str:
     if weights:
         text += "; updated weights " + ", ".join(f"{f['form']} {f['updated_weight']:.2f}" for f in weights)
     if r.get("favoured"):
-        text += f"; favoured {r['favoured']}"
+        text += f"; favoured {r['favoured']} (highest predictive likelihood)"
     return f"{text} ({verdict_file})"
 
 
@@ -182,14 +182,21 @@ def form_statuses(record: list[dict[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
-def favoured_forms(record: list[dict[str, Any]]) -> list[tuple[str, str, float]]:
-    """("(5,10)", favoured form, its updated weight) for every resolved pair of the record: the
-    form of highest predictive likelihood under the prediction's rule (fits.predict_forms)."""
+def favoured_forms(record: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """{"pair": "(5,10)", "form", "weight", "top_form", "top_weight"} for every resolved pair of the
+    record: the favoured form (highest predictive likelihood under the prediction's rule,
+    fits.predict_forms) with its updated weight, and the form of highest updated weight (Akaike
+    weight x likelihood, normalised), which can differ: a form of low prior weight can predict
+    the measurement best."""
     out = []
     for e in record:
         for v in e["verdicts"]:
             for r in v["rows"]:
                 f = next((f for f in r["forms"] if f["form"] == r.get("favoured")), None)
-                if f is not None and f.get("updated_weight") is not None:
-                    out.append((f"({r['pair'][0]},{r['pair'][1]})", f["form"], f["updated_weight"]))
+                if f is None or f.get("updated_weight") is None:
+                    continue
+                top = max((x for x in r["forms"] if x.get("updated_weight") is not None),
+                          key=lambda x: x["updated_weight"])
+                out.append({"pair": f"({r['pair'][0]},{r['pair'][1]})", "form": f["form"], "weight": f["updated_weight"],
+                            "top_form": top["form"], "top_weight": top["updated_weight"]})
     return out

@@ -94,7 +94,7 @@ def test_query_on_the_comparison_prints_each_forms_status(tree, capsys):
                              "measured N* 250K: ")
     assert f"linear-depth fails (z {hand['linear-depth'][0]:+.2f})" in record
     assert f"saturating consistent (z {hand['saturating'][0]:+.2f})" in record
-    assert record.endswith(f"; favoured saturating ({VERDICT})")
+    assert record.endswith(f"; favoured saturating (highest predictive likelihood) ({VERDICT})")
     lines = text.splitlines()
     assert lines[3].split()[-2:] == ["pre-registered", "test"]
     sat = next(ln for ln in lines if ln.split()[1:2] == ["saturating"])
@@ -102,10 +102,33 @@ def test_query_on_the_comparison_prints_each_forms_status(tree, capsys):
     fav = next(ln for ln in lines if "favours" in ln)
     weight = next(f["updated_weight"] for f in json.loads((tree / VERDICT).read_text())["verdicts"][0]["forms"]
                   if f["form"] == "saturating")
-    assert fav.startswith(f"1M: the pre-registered (5,10) favours saturating (updated weight {weight:.2f}): 14.8 layers [")
+    assert fav.startswith(f"1M: the pre-registered (5,10) favours saturating (highest predictive likelihood and "
+                          f"updated weight {weight:.2f}): 14.8 layers [")
     rc, out, _ = _run(capsys, "query", "--fit", "results/law-pooled/fit.json", "--params", "1M", "--json")
     (entry,) = json.loads(out)["forms_record"]
     assert entry["prediction"] == PRED and entry["verdicts"][0]["verdict_file"] == VERDICT
+
+
+def test_a_favoured_form_of_low_prior_weight_is_named_beside_the_top_updated_weight(tree, capsys):
+    """Measured exactly at the linear form's prediction: linear-depth predicts it best (z = 0), yet
+    its Akaike weight (0.10) keeps its updated weight below log-depth's; query says both."""
+    pred = json.loads((REPO / PRED).read_text())["predictions"][0]["forms"]
+    lin = next(f for f in pred if f["form"] == "linear-depth")
+    fit = json.loads((tree / MEASURED).read_text())
+    fit["points"][0].update(N_star=math.exp(lin["ln_n_star"]), ln_N_star=lin["ln_n_star"])
+    (tree / MEASURED).write_text(json.dumps(fit))
+    _write_verdict(capsys)
+    # by hand: weight ∝ Akaike weight × N(ln N*_m; ln N*_f, σ_f² + σ_m²) over the surviving forms
+    w = {f["form"]: f["aic_weight"] * math.exp(-0.5 * (lin["ln_n_star"] - f["ln_n_star"]) ** 2 / s2) / math.sqrt(s2)
+         for f in pred if f["survives"] for s2 in [f["sigma_ln_n_star"] ** 2 + SIGMA_MEAS ** 2]}
+    w = {k: v / sum(w.values()) for k, v in w.items()}
+    top = max(w, key=w.get)
+    assert top == "log-depth"  # the case this test is for
+    rc, text, err = _run(capsys, "query", "--fit", "results/law-pooled/fit.json", "--params", "1M")
+    assert rc == 0, err
+    fav = next(ln for ln in text.splitlines() if "favours" in ln)
+    assert fav.startswith(f"1M: the pre-registered (5,10) favours linear-depth (highest predictive likelihood; "
+                          f"updated weight {w['linear-depth']:.2f}, below log-depth's {w['log-depth']:.2f}): ")
 
 
 def test_the_one_form_law_says_how_its_form_fared(tree, capsys):
