@@ -194,6 +194,41 @@ def test_readme_is_short_and_its_links_exist():
     assert "./dw fit --results results/law-long --out" in text  # quick start 1: the law, training nothing
 
 
+def test_the_readme_result_table_is_the_committed_fits():
+    """README "The result": each row's N*, interval, d_x and crossing share are the committed fit's
+    (fitted pairs: the six-seed table; predicted pairs: their own directories), and the (5,10)
+    row says "running" exactly until its forms verdict file is committed, then its outcome."""
+    import json
+
+    from depthwidth.units import format_count
+
+    rows = {}
+    for line in (REPO / "README.md").read_text().splitlines():
+        m = re.match(r"^\| \((\d+), (\d+)\) \| (.*) \|$", line)
+        if m:
+            rows[(int(m[1]), int(m[2]))] = [c.strip() for c in m[3].split(" | ")]
+    src = {(1, 2): "law-long-seeds/fit-6seeds.json", (2, 4): "law-long-seeds/fit-6seeds.json",
+           (4, 8): "law-long-seeds/fit-6seeds.json", (3, 6): "predict-36/fit.json", (2, 3): "predict-23/fit.json"}
+    assert set(rows) == {*src, (5, 10)}
+    for pair, rel in src.items():
+        fit = json.loads((REPO / "results" / rel).read_text())
+        p = next(q for q in fit["points"] + fit["not_fitted"] if (q["L_s"], q["L_d"]) == pair)
+        lo, hi = p["N_star_ci95"]
+        n_star, d_x, share = rows[pair][:3]
+        assert n_star.startswith(f"{format_count(p['N_star'])} [{format_count(lo)}, "), (pair, n_star)
+        assert n_star.endswith(f"> {format_count(p['N_range'][1])}]" if hi is None else f"{format_count(hi)}]")
+        assert d_x == f"{p['d_x']:.1f}" and share.startswith(f"{100 * p['bootstrap_fraction']:.1f} %".replace(".0 %", " %"))
+    verdict = REPO / "results/predictions/verdicts/forms-510.predict-510.json"
+    if not verdict.is_file():
+        assert rows[(5, 10)][0] == "running" and rows[(5, 10)][-1] == "pending"
+    else:  # the verdict is in: the row gives the measured N* (or the outcome) and no longer "running"
+        (r,) = json.loads(verdict.read_text())["verdicts"]
+        m = r.get("measured") or {}
+        assert rows[(5, 10)][0] != "running" and rows[(5, 10)][-1] != "pending"
+        assert (rows[(5, 10)][0].startswith(format_count(m["N_star"])) if r["outcome"] == "resolved"
+                else r["outcome"].replace("_", " ") in " ".join(rows[(5, 10)]))
+
+
 def test_no_file_cites_a_document_outside_the_repository():
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     token = "DE" + "SIGN"  # spelled so that this file does not cite it either
