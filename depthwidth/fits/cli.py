@@ -431,13 +431,11 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
 
     if vocab:
         raise UserError("--vocab: the law forms answer for non-embedding N only; drop --vocab with this fit")
-    if getattr(args, "max_ms_per_token", None) is not None:
-        raise UserError("--max-ms-per-token answers under one law; a fit with a form comparison beside it has "
-                        "several (query the comparison's forms without a latency budget)")
     cmp = load_fit_file(cmp_path, f"{cmp_path} (the form comparison beside --fit)")
     budgets = parse_count_list(args.params, name="--params")
     record = forms_record(cmp_path)  # bad verdict files: one line, before any work
     res = [answer_forms(cmp, cmp_path, B, draws=min(samples, 20000)) for B in budgets]
+    latency = latency_budget.apply_forms(args, res)  # each surviving form's optimum under --max-ms-per-token
     preds = record_texts(record)
     judged = form_statuses(record)  # a column only once a pre-registered test has judged the forms
     favoured = favoured_forms(record)
@@ -471,6 +469,7 @@ def _query_forms(args: argparse.Namespace, law, validation: dict[str, Any], cmp_
                 lines.append(f"{format_count(r['budget'])}: the pre-registered {fav['pair']} favours {fav['form']} "
                              f"(highest predictive likelihood{weight}): {f['depth']:.1f} layers{ci}")
     lines.append(f"rule: {res[0]['rule']}")
+    lines += latency
     top = max((p["N_star"] for p in cmp["points"]), default=None)
     if top and any(B > 10 * top for B in budgets):
         lines.append(f"note: the forms were fitted on transitions up to N* = {format_count(top)}; budgets far above "

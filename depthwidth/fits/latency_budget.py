@@ -91,23 +91,65 @@ def answer(result: dict[str, Any], budget_s: float, model: dict[str, Any], vocab
     return {**base, "meets": False, "chosen": chosen, "depth_ratio": chosen["n_layer"] / L_opt}
 
 
+def _budget_and_models(args: argparse.Namespace) -> tuple[float, list[dict[str, Any]]] | None:
+    """(seconds per token, the models) of ``--max-ms-per-token`` and ``--latency``; None without a
+    budget. UserError as :func:`apply` says."""
+    if args.max_ms_per_token is None:
+        if args.latency is not None:
+            raise UserError("--latency needs --max-ms-per-token")
+        return None
+    budget_s = parse_float(args.max_ms_per_token, name="--max-ms-per-token", what="a latency in ms") / 1e3
+    if args.params is None:
+        raise UserError("--max-ms-per-token answers --params budgets only")
+    return budget_s, load_models(args.latency or DEFAULT_MODEL)
+
+
 def apply(args: argparse.Namespace, results: list[dict[str, Any]], vocab: int) -> list[str]:
     """The ``query`` hook: with ``--max-ms-per-token``, add ``latency`` (one :func:`answer` per model
     in the file) to each --params result and return the text lines; [] without it. UserError for
     a budget that is not a positive number, --latency without a budget, or a budget without --params."""
-    if args.max_ms_per_token is None:
-        if args.latency is not None:
-            raise UserError("--latency needs --max-ms-per-token")
+    got = _budget_and_models(args)
+    if got is None:
         return []
-    budget_s = parse_float(args.max_ms_per_token, name="--max-ms-per-token", what="a latency in ms") / 1e3
-    if args.params is None:
-        raise UserError("--max-ms-per-token answers --params budgets only")
-    models = load_models(args.latency or DEFAULT_MODEL)
+    budget_s, models = got
     lines = []
     for r in results:
         r["latency"] = [answer(r, budget_s, m, vocab or None) for m in models]
         for a in r["latency"]:
             lines.append(_line(r, a))
+    return lines
+
+
+def apply_forms(args: argparse.Namespace, results: list[dict[str, Any]]) -> list[str]:
+    """The same hook for ``query`` on a fit with a form comparison beside it
+    (:func:`depthwidth.fits.forms_query.answer_forms` results): each surviving form's optimum is
+    judged under the budget as one law's is (:func:`answer`), per model, and stored as that form's
+    ``latency``. A form none of whose depths meets the budget gets ``latency_error`` and a line
+    saying so, since another form may still answer; when no form can, UserError (one line).
+    The head's vocabulary is the model's own (the forms answer for non-embedding N only)."""
+    got = _budget_and_models(args)
+    if got is None:
+        return []
+    budget_s, models = got
+    lines, errors, answered = [], [], False
+    for r in results:
+        for f in r["forms"]:
+            if not math.isfinite(f["depth"]) or f["depth"] <= 0:
+                f["latency_error"] = "the form gives no finite optimal depth at this budget"
+                lines.append(f"{f['form']}: N={format_count(r['budget'])}: {f['latency_error']}")
+                continue
+            opt = {"optimal_depth": f["depth"], "optimal_width": f["width"], "non_embedding_params": r["budget"]}
+            try:
+                f["latency"] = [answer(opt, budget_s, m, None) for m in models]
+            except UserError as e:
+                f["latency_error"] = str(e)
+                errors.append(str(e))
+                lines.append(f"{f['form']}: {e}")
+                continue
+            answered = True
+            lines += [f"{f['form']}: " + _line(r, a) for a in f["latency"]]
+    if not answered:
+        raise UserError(errors[0] if errors else "no form gives a finite optimal depth at these budgets")
     return lines
 
 

@@ -91,3 +91,48 @@ def test_a_file_without_a_fitted_model(tmp_path):
     p.write_text(json.dumps({"formula": FORMULA, "models": []}))
     with pytest.raises(UserError, match="holds no fitted model"):
         lb.load_models(p)
+
+
+def _by_hand_committed(L, d, model):
+    """The committed decode model's a + c·L + bytes/W (float32) with its own vocabulary (50,257)."""
+    values = L * (12 * d * d + 13 * d + 2 * 144 * d) + 50257 * d + 2 * d
+    return model["fixed_s"] + model["per_layer_s"] * L + 4 * values / model["bandwidth_bytes_per_s"]
+
+
+def test_every_surviving_form_answers_under_the_budget(capsys):
+    """query on a fit with a form comparison beside it: each form's own optimum is judged under the
+    budget; a budget between the forms' predicted latencies keeps the fastest form's optimum and
+    moves the others to the nearest depth that meets it."""
+    from depthwidth.fits.forms_query import answer_forms
+
+    model = lb.load_models(COMMITTED)[0]
+    cmp_path = REPO / "results/law-pooled/fit.forms.json"
+    forms = answer_forms(json.loads(cmp_path.read_text()), str(cmp_path), 1e6, draws=200)["forms"]
+    t = {f["form"]: _by_hand_committed(f["depth"], f["width"], model) for f in forms}
+    fastest, second = sorted(t.values())[:2]
+    budget_ms = 1e3 * (fastest + second) / 2
+    argv = ["query", "--fit", str(REPO / "results/law-pooled/fit.json"), "--params", "1M",
+            "--max-ms-per-token", repr(budget_ms), "--latency", str(COMMITTED)]
+    assert main([*argv, "--json"]) == 0
+    got = {f["form"]: f["latency"][0] for f in json.loads(capsys.readouterr().out)["forms"]}
+    assert set(got) == set(t) and len(t) == 3
+    for form, a in got.items():
+        assert a["optimal"]["seconds_per_token"] == pytest.approx(t[form], rel=1e-12)
+        assert a["meets"] == (t[form] == fastest)
+        if not a["meets"]:
+            L = a["chosen"]["n_layer"]
+            assert a["chosen"]["seconds_per_token"] <= budget_ms / 1e3
+            assert a["chosen"]["d_model"] == pytest.approx(math.sqrt(1e6 / (12 * L)), rel=1e-12)
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for form in t:
+        (line,) = [ln for ln in lines if ln.startswith(f"{form}: N=1M, {budget_ms:g} ms/token on {model['device']}")]
+        assert ("meets it at" in line) == (t[form] == fastest)
+
+
+def test_no_form_meeting_the_budget_is_one_line(capsys):
+    argv = ["query", "--fit", str(REPO / "results/law-pooled/fit.json"), "--params", "125M", "--max-ms-per-token", "1",
+            "--latency", str(COMMITTED)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("depthwidth: error: no depth 1..") and "meets 1 ms/token at N=125M" in err and "\n" not in err
