@@ -4,10 +4,6 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# Ray starts its workers at nice 15 (its worker_niceness). Beside any other work on the machine
-# they then get a sliver of a core: the two-process group test took 1043 s beside a sweep at
-# nice 5 (each member at ~10 % CPU), 253 s with workers at 0 (docs/scale/ray.md).
-os.environ.setdefault("RAY_worker_niceness", "0")
 
 # One XLA:CPU thread, as every training run uses (depthwidth.hostcpu): pin before jax starts.
 # Under pytest-xdist (`./dw test -n auto`) worker gwK takes core K of the visible ones: pinning

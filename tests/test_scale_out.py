@@ -630,10 +630,6 @@ def test_the_ray_start_commands_of_the_docs_run_as_written(engine_env, tmp_path)
     tmp = tempfile.mkdtemp(prefix="dwray", dir="/tmp")  # short: Ray's socket paths live under it
     shell = {k: v for k, v in engine_env.items()
              if k not in ("DEPTHWIDTH_DATA", "RAY_ADDRESS", LOOPBACK_ENV, "TENSORSTORE_GCS_HTTP_URL",
-                          # a user's shell keeps Ray's worker niceness (15): at 0 (tests/conftest.py)
-                          # the workers `ray start` prestarts competed with its raylet's 30 s
-                          # registration, which failed once in a full run under load
-                          "RAY_worker_niceness",
                           *storage.ENDPOINT_ENV.values()) and not k.startswith("RAY_AUTH")}
     shell.update(HOME=str(Path(tmp, "home")), RAY_TMPDIR=tmp, PATH=f"{bindir}{os.pathsep}{shell.get('PATH', '')}")
     Path(tmp, "home").mkdir()
