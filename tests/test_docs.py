@@ -323,7 +323,10 @@ def test_generated_forms_verdict_reads_the_committed_verdict_file(tmp_path, monk
     for r in rows:  # every form's row, as the file holds it
         assert f"| {r['form']} | {r['z']:+.2f} | {r['status']} | {r['updated_weight']:.3f} |" in out
     (tmp_path / fit).write_text((tmp_path / fit).read_text() + "\n")
-    with pytest.raises(UserError, match="measured fit results/predict-510/fit.json is missing or changed"):
+    with pytest.raises(UserError, match="measured fit results/predict-510/fit.json has changed since the verdict"):
+        gen.forms_verdict(arg)
+    (tmp_path / fit).unlink()
+    with pytest.raises(UserError, match="measured fit results/predict-510/fit.json cannot be read under"):
         gen.forms_verdict(arg)
 
 

@@ -30,6 +30,7 @@ from depthwidth.fits.validation import (
     VERDICTS,
     _rel,
     _sha256,
+    check_input,
     predictions_dir,
 )
 from depthwidth.units import format_count
@@ -116,12 +117,7 @@ def forms_record(cmp_path: str) -> list[dict[str, Any]]:
                 raise UserError(f"{name}: its prediction {p['path']} is missing or has changed since the verdict "
                                 f"was written (sha256 {p['sha256'][:12]}): {redo}")
             continue  # the verdict of another comparison's prediction
-        m_raw, _ = _read(root / v["measured_fit"]["path"])
-        if not m_raw:
-            raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} cannot be read under {root}")
-        if _sha256(m_raw) != v["measured_fit"]["sha256"]:
-            raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} has changed since the verdict "
-                            f"was written (sha256 differs): {redo}")
+        check_input(name, "measured fit", v["measured_fit"], root, redo)
         entry["verdicts"].append({"verdict_file": name, "measured_fit": v["measured_fit"]["path"],
                                   "rows": v["verdicts"]})
     return [{k: e[k] for k in ("prediction", "pairs", "verdicts")} for e in preds.values()]

@@ -119,6 +119,23 @@ def _sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
+def check_input(name: str, what: str, entry: dict[str, str], root: Path, redo: str) -> bytes:
+    """The bytes of one input a verdict file names, ``entry`` = {"path" (under ``root``),
+    "sha256"}, checked as the verdict recorded it. ``name``: the verdict file, as shown;
+    ``what``: the input ("prediction", "measured fit"); ``redo``: the command that rewrites the
+    verdict. Raises UserError (one line) when the file cannot be read or its sha256 differs, so
+    that a verdict never describes inputs that are no longer there (one-form and forms verdicts,
+    the docs' verdict block)."""
+    try:
+        raw = (root / entry["path"]).read_bytes()
+    except OSError:
+        raise UserError(f"{name}: its {what} {entry['path']} cannot be read under {root}") from None
+    if _sha256(raw) != entry["sha256"]:
+        raise UserError(f"{name}: its {what} {entry['path']} has changed since the verdict was written "
+                        f"(sha256 differs): {redo}")
+    return raw
+
+
 def verdict_record(prediction: dict[str, Any], prediction_path: str, prediction_raw: bytes,
                    measured_path: str, measured_raw: bytes, rows: list[dict[str, Any]],
                    differences: list[str] | None) -> dict[str, Any]:
@@ -222,14 +239,7 @@ def _check_verdict(vf: Path, v: dict, preds: dict[str, tuple[Path, str, dict]], 
     if got[2]["fit"]["sha256"] != p["fit_sha256"]:
         raise UserError(f"{name} says its prediction was made from the fit with sha256 {p['fit_sha256'][:12]}, but "
                         f"{p['path']} names the fit {got[2]['fit']['path']} with sha256 {got[2]['fit']['sha256'][:12]}")
-    m = root / v["measured_fit"]["path"]
-    try:
-        raw = m.read_bytes()
-    except OSError:
-        raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} cannot be read under {root}") from None
-    if _sha256(raw) != v["measured_fit"]["sha256"]:
-        raise UserError(f"{name}: its measured fit {v['measured_fit']['path']} has changed since the verdict was "
-                        f"written (sha256 differs): {redo}")
+    check_input(name, "measured fit", v["measured_fit"], root, redo)
 
 
 def _entry(pred_file: str, pred: dict, row: dict | None, verdict_file: str | None, measured: str | None) -> dict:

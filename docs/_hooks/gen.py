@@ -358,9 +358,8 @@ def forms_verdict(arg: str) -> str:
     --fit RESULTS/fit.json --out VERDICT``), read as it is, not recomputed; before it exists, how
     many of the preset's runs have records. A verdict whose prediction or measured fit changed
     since it was written fails the build (UserError), as ``query`` refuses it."""
-    from depthwidth.errors import UserError
     from depthwidth.fits.forms_record import check_forms_verdict
-    from depthwidth.fits.validation import _sha256
+    from depthwidth.fits.validation import check_input
 
     vpath, preset, results = arg.split()
     head = progress(f"{preset} {results}")
@@ -369,12 +368,9 @@ def forms_verdict(arg: str) -> str:
         return head + ("; no verdict file yet (`predict --check ... --fit " + fit + f" --out {vpath}`)."
                        if (REPO / fit).is_file() else "; no fit yet, so no verdict.")
     v = check_forms_verdict(json.loads((REPO / vpath).read_text()), vpath)
+    redo = f"rerun depthwidth predict --check {v['prediction']['path']} --fit {v['measured_fit']['path']} --out {vpath}"
     for what in ("prediction", "measured_fit"):
-        f = REPO / v[what]["path"]
-        if not f.is_file() or _sha256(f.read_bytes()) != v[what]["sha256"]:
-            raise UserError(f"{vpath}: its {what.replace('_', ' ')} {v[what]['path']} is missing or changed since "
-                            f"the verdict was written: rerun depthwidth predict --check {v['prediction']['path']} "
-                            f"--fit {v['measured_fit']['path']} --out {vpath}")
+        check_input(vpath, what.replace("_", " "), v[what], REPO, redo)
     out = [head + f"; verdict file `{vpath}` (prediction `{v['prediction']['path']}`, measured fit "
            f"`{v['measured_fit']['path']}`)."]
     for r in v["verdicts"]:

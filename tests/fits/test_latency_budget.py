@@ -136,3 +136,33 @@ def test_no_form_meeting_the_budget_is_one_line(capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("depthwidth: error: no depth 1..") and "meets 1 ms/token at N=125M" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("bad_depth", [math.inf, math.nan, 0.0])
+def test_a_form_without_a_finite_optimum_says_so_and_the_others_still_answer(bad_depth):
+    """No committed comparison has a form without a finite optimal depth (the constant form, which
+    would, is excluded): one form's answer is made non-finite here. Its line says so and it gets
+    no ``latency``; the other forms are judged as usual; with every form so, UserError."""
+    import argparse
+
+    from depthwidth.fits.forms_query import answer_forms
+
+    model = lb.load_models(COMMITTED)[0]
+    cmp_path = REPO / "results/law-pooled/fit.forms.json"
+    r = answer_forms(json.loads(cmp_path.read_text()), str(cmp_path), 1e6, draws=200)
+    bad, *good = r["forms"]
+    bad["depth"] = bad_depth
+    args = argparse.Namespace(max_ms_per_token="1000", latency=str(COMMITTED), params="1M")
+    lines = lb.apply_forms(args, [r])
+    assert lines[0] == f"{bad['form']}: N=1M: the form gives no finite optimal depth at this budget"
+    assert "latency" not in bad and bad["latency_error"]
+    assert len(lines) == 1 + len(good)
+    for f, line in zip(good, lines[1:]):
+        a = f["latency"][0]
+        assert a["meets"] and a["optimal"]["seconds_per_token"] == pytest.approx(
+            _by_hand_committed(f["depth"], f["width"], model), rel=1e-12)
+        assert line.startswith(f"{f['form']}: N=1M, 1000 ms/token on {model['device']}") and "meets it at" in line
+    for f in good:
+        f["depth"] = bad_depth
+    with pytest.raises(UserError, match="^no form gives a finite optimal depth at these budgets$"):
+        lb.apply_forms(args, [r])
