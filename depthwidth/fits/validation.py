@@ -119,9 +119,9 @@ def _sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def check_input(name: str, what: str, entry: dict[str, str], root: Path, redo: str) -> bytes:
-    """The bytes of one input a verdict file names, ``entry`` = {"path" (under ``root``),
-    "sha256"}, checked as the verdict recorded it. ``name``: the verdict file, as shown;
+def check_input(name: str, what: str, entry: dict[str, str], root: Path, redo: str) -> None:
+    """Check one input a verdict file names, ``entry`` = {"path" (under ``root``), "sha256"},
+    against what the verdict recorded. ``name``: the verdict file, as shown;
     ``what``: the input ("prediction", "measured fit"); ``redo``: the command that rewrites the
     verdict. Raises UserError (one line) when the file cannot be read or its sha256 differs, so
     that a verdict never describes inputs that are no longer there (one-form and forms verdicts,
@@ -133,7 +133,6 @@ def check_input(name: str, what: str, entry: dict[str, str], root: Path, redo: s
     if _sha256(raw) != entry["sha256"]:
         raise UserError(f"{name}: its {what} {entry['path']} has changed since the verdict was written "
                         f"(sha256 differs): {redo}")
-    return raw
 
 
 def verdict_record(prediction: dict[str, Any], prediction_path: str, prediction_raw: bytes,
