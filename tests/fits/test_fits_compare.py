@@ -196,7 +196,11 @@ def test_committed_pooled_comparison_regenerates(tmp_path, monkeypatch, capsys):
     assert [p["pair"] for p in mine["points"]] == [[1, 2], [2, 4], [3, 6], [4, 8]]
     for a, b in zip(mine["forms"], committed["forms"]):
         assert a["key"] == b["key"] and a["chi2"] == pytest.approx(b["chi2"], rel=1e-9)
-        assert a["heldout_loglik"] == pytest.approx(b["heldout_loglik"], rel=1e-9) if b["heldout_loglik"] else True
+        # The saturating form's held-out fits (3 points, nonlinear in ln tau) stop where curve_fit's
+        # default tolerances (ftol = xtol = 1.49e-8) let them, and that moves with the CPU's
+        # floating-point paths: 1.1e-7 relative on an AMD EPYC host (12-08), where chi2 still
+        # agreed to 1e-14.
+        assert a["heldout_loglik"] == pytest.approx(b["heldout_loglik"], rel=1e-6) if b["heldout_loglik"] else True
     assert mine["surviving"] == committed["surviving"] and mine["preferred"] == committed["preferred"]
 
 
