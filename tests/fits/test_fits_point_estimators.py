@@ -79,3 +79,22 @@ def test_forms_figure_from_the_committed_files(tmp_path, capsys):
     capsys.readouterr()
     assert main(["forms-fig", "--comparison", str(pred), "--out", str(tmp_path)]) == 2
     assert "not a form comparison" in capsys.readouterr().err
+
+
+def test_the_forms_figure_band_uses_each_forms_exact_derivatives():
+    # The band's g = ∂f/∂θ by the complex step equals each form's derivative written out by hand:
+    # constant (1), linear (1, L), log (1, ln L), saturating ln d_x = ln c + ln(1 - e^{-L/τ}):
+    # (1, -(L/τ) e^{-L/τ} / (1 - e^{-L/τ})) with θ = (ln c, ln τ).
+    from depthwidth.fits.compare import form_by_key
+    from depthwidth.paper_figs.forms_fig import _jacobian_exact
+
+    L = np.array([1.0, 2.5, 5.0, 10.0, 30.0])
+    one = np.ones_like(L)
+    tau = math.exp(1.2)
+    e = np.exp(-L / tau)
+    hand = {"constant": ([0.4], [one]), "linear-depth": ([3.1, 0.18], [one, L]),
+            "log-depth": ([3.0, 0.9], [one, np.log(L)]),
+            "saturating": ([5.0, 1.2], [one, -(L / tau) * e / (1 - e)])}
+    for key, (theta, cols) in hand.items():
+        J = _jacobian_exact(form_by_key(key), L, np.array(theta))
+        np.testing.assert_allclose(J, np.stack(cols, axis=1), rtol=1e-14, atol=1e-15, err_msg=key)
