@@ -300,8 +300,8 @@ def _reached(out, proc, size0, target, timeout=300):
     while time.time() - t0 < timeout:
         logs = list((out / "runs").glob("*/log.jsonl")) if (out / "runs").exists() else []
         if logs and logs[0].stat().st_size > size0:
-            new = logs[0].read_bytes()[size0:].decode().splitlines()
-            steps = [json.loads(ln).get("step", 0) for ln in new if ln.endswith("}")]
+            done = logs[0].read_bytes()[size0:].split(b"\n")[:-1]  # whole lines only: one may be half written
+            steps = [json.loads(ln).get("step", 0) for ln in done]
             if steps and max(steps) >= target:
                 return True
         if proc.poll() is not None:
